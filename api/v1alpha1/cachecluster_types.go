@@ -1,0 +1,297 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxReplicas is the largest number of Redis pods one CacheCluster may have.
+// One master feeding more than this many replicas spends most of its network
+// on replication; a bigger cache wants sharding, not more replicas.
+const MaxReplicas = 15
+
+// CacheClusterSpec is what the team wants, as committed to git. The operator
+// never writes it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && self.backup.schedule != '')",message="backup.schedule is required when backup.enabled is true"
+type CacheClusterSpec struct {
+	// Version is the Redis version to run, e.g. "7.0.15". It selects the
+	// image redis:<version> unless image is set.
+	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version"`
+
+	// Image overrides the container image. It must be a Redis-compatible
+	// server that accepts the same command line as redis-server.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Replicas is the number of Redis pods: one master and replicas-1
+	// replicas.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=15
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Resources of the Redis container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Storage of each pod's data directory.
+	// +optional
+	// +kubebuilder:default={size: "1Gi"}
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Network says how clients reach the cluster.
+	// +optional
+	Network NetworkSpec `json:"network,omitempty"`
+
+	// Config holds Redis configuration parameters (redis.conf directives)
+	// by name, e.g. maxmemory: "256mb". Parameters the operator manages
+	// itself (replicaof, port, dir, bind, requirepass, ...) are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=128
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="config keys must be lower-case Redis parameter names (letters, digits and '-')"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['replicaof', 'slaveof', 'port', 'tls-port', 'bind', 'dir', 'dbfilename', 'requirepass', 'masterauth', 'masteruser', 'daemonize', 'supervised', 'pidfile', 'logfile', 'unixsocket', 'unixsocketperm', 'include', 'protected-mode', 'rename-command', 'aclfile', 'cluster-enabled', 'cluster-config-file', 'appenddirname', 'replica-announce-ip', 'slave-announce-ip']))",messageExpression="'config key ' + self.filter(k, k in ['replicaof', 'slaveof', 'port', 'tls-port', 'bind', 'dir', 'dbfilename', 'requirepass', 'masterauth', 'masteruser', 'daemonize', 'supervised', 'pidfile', 'logfile', 'unixsocket', 'unixsocketperm', 'include', 'protected-mode', 'rename-command', 'aclfile', 'cluster-enabled', 'cluster-config-file', 'appenddirname', 'replica-announce-ip', 'slave-announce-ip'])[0] + ' is managed by the operator and cannot be set in spec.config'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",message="config values must be a single line"
+	Config map[string]string `json:"config,omitempty"`
+
+	// Auth configures the password clients and replicas use.
+	// +optional
+	Auth AuthSpec `json:"auth,omitempty"`
+
+	// Backup configures scheduled backups.
+	// +optional
+	Backup BackupSpec `json:"backup,omitempty"`
+
+	// HighAvailability configures health probing and automatic failover.
+	// +optional
+	// +kubebuilder:default={enabled: true}
+	HighAvailability HighAvailabilitySpec `json:"highAvailability,omitempty"`
+
+	// Paused stops the operator from changing anything of this cluster
+	// (children, pods, Redis roles) until it is unset again.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// StorageSpec describes the PersistentVolumeClaim of each pod.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="storage.className is immutable: create a new CacheCluster (and restore a backup) to move to another storage class"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="storage.size must be a positive quantity such as 1Gi"
+type StorageSpec struct {
+	// Size of each pod's volume, e.g. 1Gi.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// ClassName is the StorageClass of the volumes; the cluster default
+	// when unset. It cannot change after creation.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClassName *string `json:"className,omitempty"`
+
+	// RetainOnDelete keeps the PersistentVolumeClaims (and so the data)
+	// when the CacheCluster is deleted or scaled down.
+	// +optional
+	RetainOnDelete bool `json:"retainOnDelete,omitempty"`
+}
+
+// NetworkSpec says how clients reach the cluster.
+type NetworkSpec struct {
+	// ServiceType of the client Services.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	ServiceType corev1.ServiceType `json:"serviceType,omitempty"`
+}
+
+// AuthSpec configures the Redis password.
+type AuthSpec struct {
+	// SecretRef names a Secret in the cluster's namespace that holds the
+	// password. When unset, the operator generates one in the Secret
+	// <name>-auth (key "password").
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the same namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Key of the password in the Secret.
+	// +optional
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// BackupSpec configures scheduled backups. The fields are accepted now; taking
+// backups is not implemented yet.
+type BackupSpec struct {
+	// Enabled turns scheduled backups on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Schedule in cron format, e.g. "0 3 * * *".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="backup.schedule must be a cron expression with five fields (minute hour day month weekday) or a descriptor such as @daily"
+	Schedule string `json:"schedule,omitempty"`
+
+	// Retention says how many backups to keep.
+	// +optional
+	Retention *BackupRetention `json:"retention,omitempty"`
+}
+
+// BackupRetention bounds the backup history.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.count) || has(self.maxAge)",message="backup.retention needs count, maxAge or both"
+type BackupRetention struct {
+	// Count of backups to keep.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Count *int32 `json:"count,omitempty"`
+
+	// MaxAge of the backups to keep, e.g. 168h.
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// HighAvailabilitySpec configures health probing and automatic failover.
+type HighAvailabilitySpec struct {
+	// Enabled turns on replication health probing.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ProbeTimeoutSeconds is how long the master may stay unreachable
+	// before it is considered failed.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	ProbeTimeoutSeconds int32 `json:"probeTimeoutSeconds,omitempty"`
+
+	// AutoFailover promotes a replica when the master has failed. It has an
+	// effect only when enabled is true.
+	// +optional
+	// +kubebuilder:default=true
+	AutoFailover *bool `json:"autoFailover,omitempty"`
+}
+
+// NodeStatus is one Redis pod as last observed.
+type NodeStatus struct {
+	// PodName is the name of the pod.
+	PodName string `json:"podName"`
+	// Role is master or replica, as set by the day-two controller; empty
+	// until it has decided.
+	// +optional
+	Role string `json:"role,omitempty"`
+	// Address is the pod IP.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// Ready is the pod's Ready condition.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+}
+
+// CacheClusterStatus is what the operator observed and did. Nothing in it
+// changes on every probe, so each write means something happened.
+type CacheClusterStatus struct {
+	// Phase is the coarse state, for `kubectl get` and dashboards.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// ObservedGeneration is the generation of the spec that the status
+	// describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (summary), Reconciling and Stalled (only while
+	// True), Available and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// Replicas is the number of pods that exist.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// CurrentVersion is the Redis version every pod runs; it changes only
+	// when the last pod runs the new version.
+	// +optional
+	CurrentVersion string `json:"currentVersion,omitempty"`
+
+	// Nodes lists the Redis pods.
+	// +optional
+	// +listType=map
+	// +listMapKey=podName
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+}
+
+// CacheCluster is a Redis-compatible cache: one master, its replicas, and
+// everything needed to keep them healthy.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=cc,categories=cacheops
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pods",type=string,JSONPath=`.status.readyReplicas`,description="Ready pods"
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CacheCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec CacheClusterSpec `json:"spec"`
+	// +optional
+	Status CacheClusterStatus `json:"status,omitempty"`
+}
+
+// CacheClusterList is a list of CacheClusters.
+//
+// +kubebuilder:object:root=true
+type CacheClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheCluster `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &CacheCluster{}, &CacheClusterList{})
+}
+
+// DesiredReplicas is spec.replicas with its default applied, for objects that
+// did not pass through the API server (files read by the CLI, unit tests).
+func (c *CacheCluster) DesiredReplicas() int32 {
+	if c.Spec.Replicas == nil {
+		return 3
+	}
+	return *c.Spec.Replicas
+}

@@ -1,0 +1,105 @@
+package v1alpha1
+
+// Condition types. Ready is the summary that people and tools read first.
+// Reconciling and Stalled follow the kstatus convention: they are present only
+// while True and removed otherwise, so a leftover condition never makes a
+// healthy cluster look busy or broken.
+const (
+	// ConditionReady summarises the cluster: every rendered child is healthy
+	// and the cluster serves traffic as the spec asks.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator is moving the cluster
+	// towards its spec (children rolling out, pods not ready yet).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the operator cannot make progress without
+	// a change from a person; its message says what to change.
+	ConditionStalled = "Stalled"
+	// ConditionAvailable is True while at least one Redis pod is ready to
+	// serve.
+	ConditionAvailable = "Available"
+	// ConditionDegraded is True when the cluster serves, but with fewer
+	// healthy pods or children than the spec asks for.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons. Every condition carries one; they are CamelCase so tools
+// can match on them.
+const (
+	// ReasonReconciled: the last reconcile applied the spec and every child is healthy.
+	ReasonReconciled = "Reconciled"
+	// ReasonProgressing: children were applied and are rolling out.
+	ReasonProgressing = "Progressing"
+	// ReasonRenderFailed: the spec cannot be turned into objects.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonApplyFailed: the API server refused an object the operator rendered.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonInvalidSpec: the API server accepted the spec but the operator can
+	// never satisfy it as written.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonAuthSecretMissing: spec.auth.secretRef names a Secret or key that does not exist.
+	ReasonAuthSecretMissing = "AuthSecretMissing"
+	// ReasonChildFailed: a rendered child reports a failure.
+	ReasonChildFailed = "ChildFailed"
+	// ReasonPodsNotReady: fewer pods are ready than the spec asks for.
+	ReasonPodsNotReady = "PodsNotReady"
+	// ReasonPodsReady: every pod is ready.
+	ReasonPodsReady = "PodsReady"
+	// ReasonNoPodReady: no pod is ready to serve.
+	ReasonNoPodReady = "NoPodReady"
+	// ReasonPaused: spec.paused is set; the operator changes nothing.
+	ReasonPaused = "Paused"
+	// ReasonDeleting: the cluster is being deleted.
+	ReasonDeleting = "Deleting"
+)
+
+// Phase is the coarse state of a CacheCluster, one of a fixed set.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Scaling;Upgrading;BackupRunning;Degraded;Failed
+type Phase string
+
+// The phases of a CacheCluster. Conditions carry the detail; the phase is for
+// `kubectl get` and dashboards.
+const (
+	// PhasePending: accepted, nothing created yet.
+	PhasePending Phase = "Pending"
+	// PhaseInitializing: children created, the cluster has not been ready yet.
+	PhaseInitializing Phase = "Initializing"
+	// PhaseRunning: every pod is ready and the cluster matches its spec.
+	PhaseRunning Phase = "Running"
+	// PhaseScaling: the number of pods is changing.
+	PhaseScaling Phase = "Scaling"
+	// PhaseUpgrading: pods are being replaced with a new version or template.
+	PhaseUpgrading Phase = "Upgrading"
+	// PhaseBackupRunning: a backup is being taken; the cluster serves as usual.
+	PhaseBackupRunning Phase = "BackupRunning"
+	// PhaseDegraded: the cluster was ready and has lost pods or children since.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseFailed: the operator cannot make progress; see the Stalled condition.
+	PhaseFailed Phase = "Failed"
+)
+
+// Labels and annotations the operator puts on the objects it renders.
+const (
+	// LabelCluster names the CacheCluster an object belongs to. It is used
+	// instead of app.kubernetes.io/instance, which Argo CD may use to track
+	// its own resources.
+	LabelCluster = "cache.cacheops.io/cluster"
+	// LabelRole is the replication role of a pod (master or replica). It is
+	// owned by the day-two controller; Services select on it.
+	LabelRole = "cache.cacheops.io/role"
+	// LabelManagedBy is the standard managed-by label.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy on every child.
+	ManagedByValue = "cacheops"
+	// AnnotationAppliedHash records the hash of the rendered object last
+	// applied, so a steady state issues no write to the API server.
+	AnnotationAppliedHash = "cache.cacheops.io/applied-hash"
+	// Finalizer lets the operator remove children (and PVCs, unless retained)
+	// before the CacheCluster disappears.
+	Finalizer = "cache.cacheops.io/finalizer"
+)
+
+// Roles of a Redis pod, the values of LabelRole.
+const (
+	RoleMaster  = "master"
+	RoleReplica = "replica"
+)

@@ -1,0 +1,18 @@
+{{/*
+Labels on every object. app.kubernetes.io/instance is left out on purpose:
+Argo CD may track its own resources with that label, and children of a
+CacheCluster must never look like they belong to an Argo CD application.
+*/}}
+{{- define "cachecluster.labels" -}}
+app.kubernetes.io/name: cachecluster
+app.kubernetes.io/component: cache
+app.kubernetes.io/managed-by: cacheops
+app.kubernetes.io/part-of: cacheops
+cache.cacheops.io/cluster: {{ .Values.name | quote }}
+{{- end }}
+
+{{/* Labels that select the Redis pods of this cluster. */}}
+{{- define "cachecluster.selectorLabels" -}}
+app.kubernetes.io/name: cachecluster
+cache.cacheops.io/cluster: {{ .Values.name | quote }}
+{{- end }}

@@ -1,0 +1,312 @@
+package renderer
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// LoadExamples reads every CacheCluster in the examples folder.
+func loadExamples(t testing.TB) map[string]*cachev1alpha1.CacheCluster {
+	t.Helper()
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	out := map[string]*cachev1alpha1.CacheCluster{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := &cachev1alpha1.CacheCluster{}
+		if err := yaml.UnmarshalStrict(data, cc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".yaml")] = cc
+	}
+	return out
+}
+
+// EncodeObjects writes objects as one multi-document YAML stream.
+func encodeObjects(t testing.TB, objs []*unstructured.Unstructured) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, o := range objs {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(data)
+	}
+	return buf.Bytes()
+}
+
+func TestRenderGoldenExamples(t *testing.T) {
+	for name, cc := range loadExamples(t) {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			objs, err := Render(cc, DefaultCapabilities())
+			g.Expect(err).NotTo(HaveOccurred())
+			got := encodeObjects(t, objs)
+
+			golden := filepath.Join("testdata", "golden", name+".yaml")
+			if *update {
+				g.Expect(os.MkdirAll(filepath.Dir(golden), 0o755)).To(Succeed())
+				g.Expect(os.WriteFile(golden, got, 0o644)).To(Succeed())
+			}
+			want, err := os.ReadFile(golden)
+			g.Expect(err).NotTo(HaveOccurred(), "golden file missing: run go test ./renderer -update")
+			g.Expect(string(got)).To(Equal(string(want)), "rendered objects differ from %s; if the change is intended run go test ./renderer -update", golden)
+		})
+	}
+}
+
+func TestRenderObjectsAndOrder(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["basic"]
+	objs, err := Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
+		g.Expect(o.GetNamespace()).To(Equal("default"))
+		g.Expect(o.GetLabels()).To(HaveKeyWithValue(cachev1alpha1.LabelCluster, "basic"))
+		g.Expect(o.GetLabels()).To(HaveKeyWithValue(cachev1alpha1.LabelManagedBy, cachev1alpha1.ManagedByValue))
+	}
+	g.Expect(kinds).To(Equal([]string{
+		"NetworkPolicy/basic",
+		"PodDisruptionBudget/basic",
+		"Secret/basic-auth",
+		"ConfigMap/basic-config",
+		"Service/basic",
+		"Service/basic-headless",
+		"Service/basic-read",
+		"StatefulSet/basic",
+	}))
+
+	sts := objs[len(objs)-1]
+	strategy, _, _ := unstructured.NestedString(sts.Object, "spec", "updateStrategy", "type")
+	g.Expect(strategy).To(Equal("OnDelete"))
+	whenDeleted, _, _ := unstructured.NestedString(sts.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+	g.Expect(whenDeleted).To(Equal("Delete"))
+	replicas, _, _ := unstructured.NestedInt64(sts.Object, "spec", "replicas")
+	g.Expect(replicas).To(Equal(int64(3)))
+	containers, _, _ := unstructured.NestedSlice(sts.Object, "spec", "template", "spec", "containers")
+	g.Expect(containers).To(HaveLen(1))
+	c := containers[0].(map[string]any)
+	g.Expect(c["image"]).To(Equal("redis:7.0.15"))
+	sc := c["securityContext"].(map[string]any)
+	g.Expect(sc["readOnlyRootFilesystem"]).To(BeTrue())
+	g.Expect(sc["allowPrivilegeEscalation"]).To(BeFalse())
+	g.Expect(sc["capabilities"]).To(Equal(map[string]any{"drop": []any{"ALL"}}))
+	podSC, _, _ := unstructured.NestedMap(sts.Object, "spec", "template", "spec", "securityContext")
+	g.Expect(podSC["runAsNonRoot"]).To(BeTrue())
+	g.Expect(podSC["seccompProfile"]).To(Equal(map[string]any{"type": "RuntimeDefault"}))
+
+	// The client Service reaches only the master.
+	client := objs[4]
+	selector, _, _ := unstructured.NestedStringMap(client.Object, "spec", "selector")
+	g.Expect(selector).To(HaveKeyWithValue(cachev1alpha1.LabelRole, cachev1alpha1.RoleMaster))
+}
+
+func TestRenderConfigAndSpecFields(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["production"]
+	objs, err := Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetName()] = o
+	}
+	g.Expect(byName).NotTo(HaveKey("Secret/sessions-auth"), "no Secret is declared when the password comes from the user's Secret")
+
+	conf, _, _ := unstructured.NestedString(byName["ConfigMap/sessions-config"].Object, "data", "redis.conf")
+	g.Expect(conf).To(ContainSubstring("\nmaxmemory 768mb\n"))
+	g.Expect(conf).To(ContainSubstring("\nmaxmemory-policy allkeys-lru\n"))
+	// User parameters come after the operator's, in a stable order.
+	g.Expect(strings.Index(conf, "maxmemory ")).To(BeNumerically("<", strings.Index(conf, "timeout ")))
+
+	sts := byName["StatefulSet/sessions"]
+	whenDeleted, _, _ := unstructured.NestedString(sts.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+	g.Expect(whenDeleted).To(Equal("Retain"))
+	templates, _, _ := unstructured.NestedSlice(sts.Object, "spec", "volumeClaimTemplates")
+	pvc := templates[0].(map[string]any)
+	g.Expect(pvc["spec"].(map[string]any)["storageClassName"]).To(Equal("fast-ssd"))
+	g.Expect(pvc["spec"].(map[string]any)["resources"]).To(Equal(map[string]any{"requests": map[string]any{"storage": "10Gi"}}))
+	g.Expect(yamlOf(t, sts)).To(ContainSubstring("name: sessions-redis-password"))
+	g.Expect(yamlOf(t, sts)).To(ContainSubstring("memory: 1Gi"))
+}
+
+func yamlOf(t *testing.T, o *unstructured.Unstructured) string {
+	data, err := yaml.Marshal(o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// Argo CD tracks its resources with a label or annotation on the
+// CacheCluster; copying either to children would make Argo CD prune them.
+func TestRenderNeverCopiesParentLabelsOrAnnotations(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["basic"].DeepCopy()
+	cc.Labels = map[string]string{"app.kubernetes.io/instance": "my-argo-app", "argocd.argoproj.io/instance": "x"}
+	cc.Annotations = map[string]string{"argocd.argoproj.io/tracking-id": "my-app:cache.cacheops.io/CacheCluster:default/basic"}
+	objs, err := Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		data := yamlOf(t, o)
+		g.Expect(data).NotTo(ContainSubstring("argocd"), o.GetKind())
+		g.Expect(data).NotTo(ContainSubstring("app.kubernetes.io/instance"), o.GetKind())
+	}
+}
+
+func TestRenderIsDeterministicAndCachedResultsAreCopies(t *testing.T) {
+	g := NewWithT(t)
+	r, err := New()
+	g.Expect(err).NotTo(HaveOccurred())
+	cc := loadExamples(t)["production"]
+
+	first, err := r.Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.cache.len()).To(Equal(1))
+	want := encodeObjects(t, first)
+
+	// Changing what the caller got must not change the next result.
+	first[0].SetName("changed")
+	for i := 0; i < 20; i++ {
+		again, err := r.Render(cc, DefaultCapabilities())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(encodeObjects(t, again)).To(Equal(want))
+	}
+	g.Expect(r.cache.len()).To(Equal(1), "unchanged input must hit the cache")
+
+	other := cc.DeepCopy()
+	other.Spec.Replicas = ptr.To[int32](7)
+	_, err = r.Render(other, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.cache.len()).To(Equal(2))
+}
+
+func TestResultCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	g := NewWithT(t)
+	c := newResultCache(2)
+	c.put("a", nil)
+	c.put("b", nil)
+	_, _ = c.get("a")
+	c.put("c", nil)
+	_, okA := c.get("a")
+	_, okB := c.get("b")
+	g.Expect(okA).To(BeTrue())
+	g.Expect(okB).To(BeFalse())
+	g.Expect(c.len()).To(Equal(2))
+}
+
+func TestValuesDefaultsMatchTheCRD(t *testing.T) {
+	g := NewWithT(t)
+	cc := &cachev1alpha1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "x"},
+		Spec:       cachev1alpha1.CacheClusterSpec{Version: "7.2.4"},
+	}
+	v, err := Values(cc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v["namespace"]).To(Equal("default"))
+	g.Expect(v["replicas"]).To(Equal(int64(3)))
+	g.Expect(v["image"]).To(Equal("redis:7.2.4"))
+	g.Expect(v["storage"]).To(HaveKeyWithValue("size", "1Gi"))
+	g.Expect(v["probeTimeoutSeconds"]).To(Equal(int64(5)))
+	g.Expect(v["auth"]).To(Equal(map[string]any{"secretName": "x-auth", "secretKey": "password", "generated": true}))
+}
+
+func TestRenderErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		given   *cachev1alpha1.CacheCluster
+		wantErr string
+	}{
+		{
+			name:    "no name",
+			given:   &cachev1alpha1.CacheCluster{Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15"}},
+			wantErr: "metadata.name is empty",
+		},
+		{
+			name:    "no version",
+			given:   &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+			wantErr: "spec.version is empty",
+		},
+		{
+			name: "negative storage",
+			given: &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: cachev1alpha1.CacheClusterSpec{
+				Version: "7.0.15", Storage: cachev1alpha1.StorageSpec{Size: resource.MustParse("-1Gi")},
+			}},
+			wantErr: "spec.storage.size must be positive",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := Render(tt.given, DefaultCapabilities())
+			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+		})
+	}
+}
+
+func TestBrokenChartGivesAnErrorNotAPanic(t *testing.T) {
+	g := NewWithT(t)
+	fsys := fstest.MapFS{
+		"c/Chart.yaml":          {Data: []byte("apiVersion: v2\nname: c\nversion: 0.1.0\n")},
+		"c/templates/bad.yaml":  {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name | required \"name is required\" }}\n")},
+		"c/templates/hook.yaml": {Data: []byte("")},
+	}
+	r, err := NewFromFS(fsys, "c")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = r.RenderValues(map[string]any{}, DefaultCapabilities())
+	g.Expect(err).To(MatchError(ContainSubstring("name is required")))
+}
+
+// FuzzRender checks that any spec renders or fails with an error, never a
+// panic. The API server accepts far less than this, so this is a superset.
+func FuzzRender(f *testing.F) {
+	f.Add("basic", "7.0.15", int32(3), "1Gi", "maxmemory", "100mb", "", false)
+	f.Add("x", "7", int32(0), "0", "", "", "img", true)
+	f.Add("a-b", "7.2.4", int32(15), "10Ti", "save", "", "secret", true)
+	f.Fuzz(func(t *testing.T, name, version string, replicas int32, size, key, value, secret string, retain bool) {
+		cc := &cachev1alpha1.CacheCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: cachev1alpha1.CacheClusterSpec{
+				Version:  version,
+				Replicas: &replicas,
+				Config:   map[string]string{key: value},
+				Storage:  cachev1alpha1.StorageSpec{RetainOnDelete: retain},
+			},
+		}
+		if q, err := resource.ParseQuantity(size); err == nil {
+			cc.Spec.Storage.Size = q
+		}
+		if secret != "" {
+			cc.Spec.Auth.SecretRef = &cachev1alpha1.SecretKeyRef{Name: secret}
+		}
+		objs, err := Render(cc, DefaultCapabilities())
+		if err == nil && len(objs) == 0 {
+			t.Fatal("render succeeded without objects")
+		}
+	})
+}

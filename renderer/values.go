@@ -1,0 +1,117 @@
+package renderer
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// Defaults that the CRD applies at admission. Values applies them again so a
+// manifest read from a file (the CLI, tests) renders exactly like the same
+// manifest after it passed through the API server.
+const (
+	DefaultReplicas            = 3
+	DefaultStorageSize         = "1Gi"
+	DefaultProbeTimeoutSeconds = 5
+	DefaultSecretKey           = "password"
+	// ImageRepository is the image used when spec.image is unset.
+	ImageRepository = "redis"
+)
+
+// AuthSecretName is the name of the Secret that holds the generated password
+// when spec.auth.secretRef is unset.
+func AuthSecretName(cc *cachev1alpha1.CacheCluster) string {
+	return cc.Name + "-auth"
+}
+
+// Image is the container image the cluster's pods run.
+func Image(cc *cachev1alpha1.CacheCluster) string {
+	if cc.Spec.Image != "" {
+		return cc.Spec.Image
+	}
+	return ImageRepository + ":" + cc.Spec.Version
+}
+
+// Values turns a CacheCluster into the values of the cachecluster chart. It is
+// a pure function: the same CacheCluster always gives the same values, and
+// nothing outside its argument is read.
+func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
+	if cc.Name == "" {
+		return nil, fmt.Errorf("metadata.name is empty")
+	}
+	if cc.Spec.Version == "" {
+		return nil, fmt.Errorf("spec.version is empty")
+	}
+	namespace := cc.Namespace
+	if namespace == "" {
+		namespace = corev1.NamespaceDefault
+	}
+
+	size := cc.Spec.Storage.Size
+	if size.IsZero() {
+		size = resource.MustParse(DefaultStorageSize)
+	}
+	if size.Sign() <= 0 {
+		return nil, fmt.Errorf("spec.storage.size must be positive, got %s", size.String())
+	}
+	storage := map[string]any{
+		"size":           size.String(),
+		"retainOnDelete": cc.Spec.Storage.RetainOnDelete,
+	}
+	if cc.Spec.Storage.ClassName != nil {
+		storage["className"] = *cc.Spec.Storage.ClassName
+	}
+
+	serviceType := cc.Spec.Network.ServiceType
+	if serviceType == "" {
+		serviceType = corev1.ServiceTypeClusterIP
+	}
+
+	auth := map[string]any{
+		"secretName": AuthSecretName(cc),
+		"secretKey":  DefaultSecretKey,
+		"generated":  true,
+	}
+	if ref := cc.Spec.Auth.SecretRef; ref != nil {
+		key := ref.Key
+		if key == "" {
+			key = DefaultSecretKey
+		}
+		auth = map[string]any{"secretName": ref.Name, "secretKey": key, "generated": false}
+	}
+
+	probeTimeout := cc.Spec.HighAvailability.ProbeTimeoutSeconds
+	if probeTimeout == 0 {
+		probeTimeout = DefaultProbeTimeoutSeconds
+	}
+
+	config := map[string]any{}
+	for k, v := range cc.Spec.Config {
+		config[k] = v
+	}
+
+	resources, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cc.Spec.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("spec.resources: %w", err)
+	}
+
+	return map[string]any{
+		"name":                cc.Name,
+		"namespace":           namespace,
+		"version":             cc.Spec.Version,
+		"image":               Image(cc),
+		"replicas":            int64(cc.DesiredReplicas()),
+		"resources":           resources,
+		"storage":             storage,
+		"service":             map[string]any{"type": string(serviceType)},
+		"config":              config,
+		"auth":                auth,
+		"probeTimeoutSeconds": int64(probeTimeout),
+		"podDisruptionBudget": map[string]any{"enabled": true},
+		"networkPolicy":       map[string]any{"enabled": true},
+	}, nil
+}
