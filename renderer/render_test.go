@@ -255,7 +255,7 @@ func TestRenderErrors(t *testing.T) {
 		{
 			name: "negative storage",
 			given: &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: cachev1alpha1.CacheClusterSpec{
-				Version: "7.0.15", Storage: cachev1alpha1.StorageSpec{Size: resource.MustParse("-1Gi")},
+				Version: "7.0.15", Storage: cachev1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("-1Gi"))},
 			}},
 			wantErr: "spec.storage.size must be positive",
 		},
@@ -294,12 +294,12 @@ func FuzzRender(f *testing.F) {
 			Spec: cachev1alpha1.CacheClusterSpec{
 				Version:  version,
 				Replicas: &replicas,
-				Config:   map[string]string{key: value},
+				Config:   map[string]cachev1alpha1.ConfigValue{key: cachev1alpha1.ConfigValue(value)},
 				Storage:  cachev1alpha1.StorageSpec{RetainOnDelete: retain},
 			},
 		}
 		if q, err := resource.ParseQuantity(size); err == nil {
-			cc.Spec.Storage.Size = q
+			cc.Spec.Storage.Size = &q
 		}
 		if secret != "" {
 			cc.Spec.Auth.SecretRef = &cachev1alpha1.SecretKeyRef{Name: secret}

@@ -51,9 +51,9 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		namespace = corev1.NamespaceDefault
 	}
 
-	size := cc.Spec.Storage.Size
-	if size.IsZero() {
-		size = resource.MustParse(DefaultStorageSize)
+	size := resource.MustParse(DefaultStorageSize)
+	if cc.Spec.Storage.Size != nil {
+		size = *cc.Spec.Storage.Size
 	}
 	if size.Sign() <= 0 {
 		return nil, fmt.Errorf("spec.storage.size must be positive, got %s", size.String())
@@ -91,7 +91,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 
 	config := map[string]any{}
 	for k, v := range cc.Spec.Config {
-		config[k] = v
+		config[k] = string(v)
 	}
 
 	resources, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cc.Spec.Resources)

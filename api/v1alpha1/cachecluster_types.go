@@ -14,7 +14,7 @@ const MaxReplicas = 15
 // CacheClusterSpec is what the team wants, as committed to git. The operator
 // never writes it.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && self.backup.schedule != '')",message="backup.schedule is required when backup.enabled is true"
+// +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && size(self.backup.schedule) > 0)",message="backup.schedule is required when backup.enabled is true"
 type CacheClusterSpec struct {
 	// Version is the Redis version to run, e.g. "7.0.15". It selects the
 	// image redis:<version> unless image is set.
@@ -58,7 +58,7 @@ type CacheClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="config keys must be lower-case Redis parameter names (letters, digits and '-')"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['replicaof', 'slaveof', 'port', 'tls-port', 'bind', 'dir', 'dbfilename', 'requirepass', 'masterauth', 'masteruser', 'daemonize', 'supervised', 'pidfile', 'logfile', 'unixsocket', 'unixsocketperm', 'include', 'protected-mode', 'rename-command', 'aclfile', 'cluster-enabled', 'cluster-config-file', 'appenddirname', 'replica-announce-ip', 'slave-announce-ip']))",messageExpression="'config key ' + self.filter(k, k in ['replicaof', 'slaveof', 'port', 'tls-port', 'bind', 'dir', 'dbfilename', 'requirepass', 'masterauth', 'masteruser', 'daemonize', 'supervised', 'pidfile', 'logfile', 'unixsocket', 'unixsocketperm', 'include', 'protected-mode', 'rename-command', 'aclfile', 'cluster-enabled', 'cluster-config-file', 'appenddirname', 'replica-announce-ip', 'slave-announce-ip'])[0] + ' is managed by the operator and cannot be set in spec.config'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",message="config values must be a single line"
-	Config map[string]string `json:"config,omitempty"`
+	Config map[string]ConfigValue `json:"config,omitempty"`
 
 	// Auth configures the password clients and replicas use.
 	// +optional
@@ -79,6 +79,11 @@ type CacheClusterSpec struct {
 	Paused bool `json:"paused,omitempty"`
 }
 
+// ConfigValue is the value of one Redis parameter, written to redis.conf as
+// it is.
+// +kubebuilder:validation:MaxLength=1024
+type ConfigValue string
+
 // StorageSpec describes the PersistentVolumeClaim of each pod.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="storage.className is immutable: create a new CacheCluster (and restore a backup) to move to another storage class"
@@ -87,7 +92,7 @@ type StorageSpec struct {
 	// Size of each pod's volume, e.g. 1Gi.
 	// +optional
 	// +kubebuilder:default="1Gi"
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// ClassName is the StorageClass of the volumes; the cluster default
 	// when unset. It cannot change after creation.

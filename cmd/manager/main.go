@@ -1,0 +1,95 @@
+// Command manager runs the cacheops operator: the day-one controller that
+// renders and applies each CacheCluster's objects, with metrics, health
+// probes and leader election.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer/controller"
+)
+
+func main() {
+	var (
+		metricsAddr     string
+		probeAddr       string
+		leaderElect     bool
+		leaderNamespace string
+		namespaces      string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica reconciles.")
+	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
+	flag.StringVar(&namespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		log.Error(err, "Cannot build scheme")
+		os.Exit(1)
+	}
+	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
+		log.Error(err, "Cannot build scheme")
+		os.Exit(1)
+	}
+
+	cacheOpts := controller.CacheOptions()
+	if namespaces != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range strings.Split(namespaces, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "cacheops.cache.cacheops.io",
+		LeaderElectionNamespace: leaderNamespace,
+		// The new leader starts at once when the old one stops cleanly.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Error(err, "Cannot create manager")
+		os.Exit(1)
+	}
+	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Cannot add health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "Cannot add ready check")
+		os.Exit(1)
+	}
+	log.Info("Starting manager", "metrics", metricsAddr, "probes", probeAddr, "leaderElection", leaderElect, "namespaces", namespaces)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,326 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// ManagedKinds are the kinds the cachecluster chart can render. Pruning and
+// deletion look at exactly these; a test fails when the chart renders a kind
+// that is missing here.
+var ManagedKinds = []schema.GroupVersionKind{
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"),
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
+	corev1.SchemeGroupVersion.WithKind("Secret"),
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	corev1.SchemeGroupVersion.WithKind("Service"),
+	appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+}
+
+// ownedLabels select the children of one CacheCluster.
+func ownedLabels(cc *cachev1alpha1.CacheCluster) client.MatchingLabels {
+	return client.MatchingLabels{
+		cachev1alpha1.LabelCluster:   cc.Name,
+		cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue,
+	}
+}
+
+// apply brings every rendered object to its desired state with server-side
+// apply. Objects whose live state already matches are skipped, so a steady
+// state sends no write to the API server. All changes are first sent as a
+// server-side dry run: if the API server refuses any object, none is
+// applied and the cluster is stalled with the server's message.
+func (r *Reconciler) apply(ctx context.Context, s *scope) error {
+	log := ctrl.LoggerFrom(ctx)
+	var pending []*unstructured.Unstructured
+	for _, obj := range s.desired {
+		if err := r.prepare(s.cc, obj); err != nil {
+			return err
+		}
+		upToDate, err := r.upToDate(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if !upToDate {
+			pending = append(pending, obj)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+
+	for _, obj := range pending {
+		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+			client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			if isPermanent(err) {
+				return &stall{reason: cachev1alpha1.ReasonApplyFailed, message: fmt.Sprintf("The API server refuses %s %s: %s", obj.GetKind(), obj.GetName(), apiMessage(err))}
+			}
+			return fmt.Errorf("dry run of %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	for _, obj := range pending {
+		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+			client.FieldOwner(FieldManager), client.ForceOwnership)
+		if err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		s.applied = append(s.applied, obj.GetKind()+"/"+obj.GetName())
+		log.V(1).Info("Applied object", "kind", obj.GetKind(), "name", obj.GetName())
+	}
+	r.Recorder.Eventf(s.cc, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d object(s): %s", len(s.applied), strings.Join(s.applied, ", "))
+	log.Info("Applied objects", "objects", s.applied)
+	return nil
+}
+
+// prepare makes a rendered object ready to apply: the controller owner
+// reference and the hash of what is applied.
+func (r *Reconciler) prepare(cc *cachev1alpha1.CacheCluster, obj *unstructured.Unstructured) error {
+	obj.SetNamespace(cc.Namespace)
+	obj.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion:         cachev1alpha1.GroupVersion.String(),
+		Kind:               "CacheCluster",
+		Name:               cc.Name,
+		UID:                cc.UID,
+		Controller:         ptrTo(true),
+		BlockOwnerDeletion: ptrTo(true),
+	}})
+	annotations := obj.GetAnnotations()
+	delete(annotations, cachev1alpha1.AnnotationAppliedHash)
+	obj.SetAnnotations(annotations)
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return fmt.Errorf("encoding %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[cachev1alpha1.AnnotationAppliedHash] = hex.EncodeToString(sum[:16])
+	obj.SetAnnotations(annotations)
+	return nil
+}
+
+// upToDate tells whether the live object (read from the cache) already holds
+// everything the desired object says. The hash annotation catches fields we
+// stopped rendering; the comparison catches edits by someone else (drift).
+func (r *Reconciler) upToDate(ctx context.Context, desired *unstructured.Unstructured) (bool, error) {
+	live, err := r.getLive(ctx, desired.GroupVersionKind(), client.ObjectKeyFromObject(desired))
+	if err != nil || live == nil {
+		return false, err
+	}
+	if live.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] != desired.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] {
+		return false, nil
+	}
+	return isSubset(desired.Object, live.Object, ""), nil
+}
+
+// getLive reads an object from the cache as a typed object (so only the
+// kinds we watch are cached) and returns it as unstructured, or nil when it
+// does not exist.
+func (r *Reconciler) getLive(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
+	typed, err := r.Client.Scheme().New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
+	}
+	obj := typed.(client.Object)
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: content}, nil
+}
+
+// isSubset reports whether every field of want has the same value in got.
+// Maps may have more keys in got (defaults, other field managers); lists
+// must match element by element, except owner references, where other
+// owners may be present.
+func isSubset(want, got any, path string) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return len(w) == 0 && got == nil
+		}
+		for k, wv := range w {
+			gv, found := g[k]
+			if !found {
+				if isEmpty(wv) {
+					continue
+				}
+				return false
+			}
+			if !isSubset(wv, gv, path+"."+k) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return len(w) == 0 && got == nil
+		}
+		if path == ".metadata.ownerReferences" {
+			for _, wv := range w {
+				found := false
+				for _, gv := range g {
+					if isSubset(wv, gv, path) {
+						found = true
+						break
+					}
+				}
+				if !found {
+					return false
+				}
+			}
+			return true
+		}
+		if len(w) != len(g) {
+			return false
+		}
+		for i := range w {
+			if !isSubset(w[i], g[i], path) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(normalizeNumber(want), normalizeNumber(got))
+	}
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	}
+	return false
+}
+
+func normalizeNumber(v any) any {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n)
+		}
+	}
+	return v
+}
+
+// prune deletes children of this cluster that the chart no longer renders,
+// e.g. the generated password Secret after spec.auth.secretRef was set.
+func (r *Reconciler) prune(ctx context.Context, s *scope) error {
+	keep := map[string]bool{}
+	for _, obj := range s.desired {
+		keep[obj.GroupVersionKind().Kind+"/"+obj.GetName()] = true
+	}
+	children, err := r.listChildren(ctx, s.cc)
+	if err != nil {
+		return err
+	}
+	for _, child := range children {
+		kind := child.GetObjectKind().GroupVersionKind().Kind
+		if keep[kind+"/"+child.GetName()] {
+			continue
+		}
+		if err := r.Client.Delete(ctx, child, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pruning %s %s: %w", kind, child.GetName(), err)
+		}
+		s.pruned = append(s.pruned, kind+"/"+child.GetName())
+	}
+	if len(s.pruned) > 0 {
+		r.Recorder.Eventf(s.cc, nil, corev1.EventTypeNormal, "Pruned", "Prune", "Deleted %d object(s) no longer rendered: %s", len(s.pruned), strings.Join(s.pruned, ", "))
+		ctrl.LoggerFrom(ctx).Info("Pruned objects", "objects", s.pruned)
+	}
+	return nil
+}
+
+// listChildren lists the objects of ManagedKinds that this CacheCluster
+// controls (label and controller owner reference both match).
+func (r *Reconciler) listChildren(ctx context.Context, cc *cachev1alpha1.CacheCluster) ([]client.Object, error) {
+	var out []client.Object
+	for _, gvk := range ManagedKinds {
+		listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+		obj, err := r.Client.Scheme().New(listGVK)
+		if err != nil {
+			return nil, err
+		}
+		list := obj.(client.ObjectList)
+		if err := r.Client.List(ctx, list, client.InNamespace(cc.Namespace), ownedLabels(cc)); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		items, err := apiMetaExtract(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			if !metav1.IsControlledBy(item, cc) {
+				continue
+			}
+			item.GetObjectKind().SetGroupVersionKind(gvk)
+			out = append(out, item)
+		}
+	}
+	return out, nil
+}
+
+func apiMetaExtract(list client.ObjectList) ([]client.Object, error) {
+	objs, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(client.Object))
+	}
+	return out, nil
+}
+
+// isPermanent tells errors that repeat until the spec changes (the API
+// server refuses the object) from those worth retrying.
+func isPermanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+func apiMessage(err error) string {
+	if status, ok := err.(apierrors.APIStatus); ok {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+func ptrTo[T any](v T) *T { return &v }

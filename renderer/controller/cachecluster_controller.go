@@ -1,0 +1,281 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+const (
+	// FieldManager owns every field the day-one controller applies.
+	FieldManager = "cacheops"
+	// ControllerName names the controller in logs, metrics and Events.
+	ControllerName = "cachecluster-dayone"
+
+	// stalledRetry is how often a Stalled cluster is looked at again when no
+	// watched object changes, e.g. while a referenced Secret is missing.
+	stalledRetry = 30 * time.Second
+	// conflictRetry is the pause before reconciling again after a write
+	// conflict, long enough for the cache to catch up.
+	conflictRetry = 200 * time.Millisecond
+)
+
+// Reconciler is the day-one controller: it renders a CacheCluster with the
+// embedded chart, applies the objects with server-side apply, prunes what is
+// no longer rendered and reports the children's health in the status.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads around the cache, for the few objects that must not be
+	// decided on a stale read (the generated password).
+	APIReader client.Reader
+	Renderer  *renderer.Renderer
+	Recorder  events.EventRecorder
+	// Capabilities tells the renderer what the cluster serves.
+	Capabilities CapabilitiesSource
+}
+
+// scope carries what one reconcile learned, from step to step.
+type scope struct {
+	cc          *cachev1alpha1.CacheCluster
+	desired     []*unstructured.Unstructured
+	stalled     *stall
+	applied     []string
+	pruned      []string
+	statefulSet *appsv1.StatefulSet
+	pods        []corev1.Pod
+	children    []childHealth
+	requeue     time.Duration
+}
+
+// stall is a problem only a change by a person can fix.
+type stall struct {
+	reason  string
+	message string
+}
+
+func (s *stall) Error() string { return s.message }
+
+// step is one named part of a reconcile.
+type step struct {
+	name string
+	run  func(ctx context.Context, s *scope) error
+}
+
+// Reconcile moves one CacheCluster towards its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	start := time.Now()
+	defer func() { observeReconcile(ControllerName, start, retErr) }()
+
+	cc := &cachev1alpha1.CacheCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	if !cc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, cc)
+	}
+
+	if !controllerutil.ContainsFinalizer(cc, cachev1alpha1.Finalizer) {
+		patch := client.MergeFrom(cc.DeepCopy())
+		controllerutil.AddFinalizer(cc, cachev1alpha1.Finalizer)
+		if err := r.Client.Patch(ctx, cc, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	original := cc.DeepCopy()
+	if cc.Spec.Paused {
+		// Nothing is rendered or applied, but the status says the pause was
+		// seen, so Argo CD reports Suspended instead of waiting for it.
+		if cc.Status.ObservedGeneration != cc.Generation {
+			log.Info("Cluster is paused; not reconciling")
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonPaused, "Pause", "Paused: the operator changes nothing until spec.paused is unset")
+		}
+		cc.Status.ObservedGeneration = cc.Generation
+		removeCondition(cc, cachev1alpha1.ConditionReconciling)
+		return ctrl.Result{}, r.patchStatus(ctx, original, cc)
+	}
+
+	s := &scope{cc: cc}
+	steps := []step{
+		{"auth", r.ensureAuthSecret},
+		{"render", r.render},
+		{"apply", r.apply},
+		{"prune", r.prune},
+		{"observe", r.observe},
+	}
+	var stepErr error
+	for _, st := range steps {
+		if err := st.run(ctx, s); err != nil {
+			var stl *stall
+			if errors.As(err, &stl) {
+				s.stalled = stl
+				break
+			}
+			stepErr = fmt.Errorf("%s: %w", st.name, err)
+			break
+		}
+	}
+
+	summarize(s, stepErr)
+	if stepErr == nil {
+		cc.Status.ObservedGeneration = cc.Generation
+	}
+	if err := r.patchStatus(ctx, original, cc); err != nil {
+		if apierrors.IsConflict(err) && stepErr == nil {
+			// The cache was behind a write; look again with fresh data.
+			log.V(1).Info("Status changed meanwhile; reconciling again")
+			return ctrl.Result{RequeueAfter: jitter(conflictRetry)}, nil
+		}
+		return ctrl.Result{}, errors.Join(stepErr, err)
+	}
+
+	switch {
+	case stepErr != nil:
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, "ReconcileFailed", "Reconcile", "%v", stepErr)
+		return ctrl.Result{}, stepErr
+	case s.stalled != nil:
+		if original.Status.Phase != cachev1alpha1.PhaseFailed || conditionMessage(original, cachev1alpha1.ConditionStalled) != s.stalled.message {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, s.stalled.reason, "Reconcile", "%s", s.stalled.message)
+		}
+		log.Info("Cluster is stalled", "reason", s.stalled.reason, "message", s.stalled.message)
+		return ctrl.Result{RequeueAfter: jitter(stalledRetry)}, nil
+	}
+	if s.requeue > 0 {
+		return ctrl.Result{RequeueAfter: jitter(s.requeue)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// render turns the spec into objects. A spec that cannot be rendered stalls
+// the cluster before anything is applied.
+func (r *Reconciler) render(ctx context.Context, s *scope) error {
+	caps, err := r.Capabilities.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("reading cluster capabilities: %w", err)
+	}
+	objs, err := r.Renderer.Render(s.cc, caps)
+	if err != nil {
+		return &stall{reason: cachev1alpha1.ReasonRenderFailed, message: "The spec cannot be rendered: " + err.Error()}
+	}
+	s.desired = objs
+	return nil
+}
+
+// patchStatus writes the status when it changed, and only then: every write
+// makes Argo CD refresh the application.
+func (r *Reconciler) patchStatus(ctx context.Context, original, cc *cachev1alpha1.CacheCluster) error {
+	if equality.Semantic.DeepEqual(original.Status, cc.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching status: %w", err)
+	}
+	return nil
+}
+
+// jitter spreads requeues of many clusters over time.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Renderer == nil {
+		rd, err := renderer.Shared()
+		if err != nil {
+			return err
+		}
+		r.Renderer = rd
+	}
+	if r.Capabilities == nil {
+		dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		r.Capabilities = NewDiscoveryCapabilities(dc, 5*time.Minute)
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(ControllerName)
+	}
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	registerPhaseMetric(mgr.GetCache())
+
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+			predicate.LabelChangedPredicate{},
+			// Deletion sets a timestamp; let it through even if a
+			// generation did not change.
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+			}},
+		)))
+	for _, obj := range []client.Object{
+		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.Secret{},
+		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{},
+	} {
+		b = b.Owns(obj)
+	}
+	// Pods belong to the StatefulSet, not to the CacheCluster; their label
+	// names the cluster.
+	b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[cachev1alpha1.LabelCluster]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+	}))
+	return b.Complete(r)
+}
+
+// CacheOptions limits the manager's cache to the objects cacheops labels as
+// its own, so the operator does not hold every Secret, ConfigMap and Pod of
+// the cluster in memory.
+func CacheOptions() cache.Options {
+	owned := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range []client.Object{
+		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.Secret{},
+		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}, &corev1.Pod{},
+	} {
+		byObject[obj] = cache.ByObject{Label: owned}
+	}
+	return cache.Options{ByObject: byObject}
+}

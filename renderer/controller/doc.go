@@ -1,0 +1,8 @@
+// Package controller is the day-one reconciler of cacheops: it renders a
+// CacheCluster with package renderer, applies the objects with server-side
+// apply (field manager "cacheops"), prunes what is no longer rendered, and
+// reports the children's health as phase, conditions and observedGeneration.
+//
+// It never writes a CacheCluster's spec and never talks to Redis: roles,
+// failover and ordered restarts belong to the day-two controller (dayTwo).
+package controller

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// The API server, not the operator, refuses bad input: each case is a
+// manifest a person might write and the message they get back.
+func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
+	ns := newNamespace(t)
+	tests := []struct {
+		name    string
+		spec    string
+		wantErr string
+	}{
+		{"no version", `replicas: 3`, `spec.version: Required value`},
+		{"version not a version", `version: latest`, `spec.version: Invalid value: "latest": spec.version in body should match`},
+		{"zero replicas", "version: '7.0.15'\nreplicas: 0", `spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1`},
+		{"too many replicas", "version: '7.0.15'\nreplicas: 16", `spec.replicas: Invalid value: 16: spec.replicas in body should be less than or equal to 15`},
+		{"zero storage", "version: '7.0.15'\nstorage: {size: '0'}", `storage.size must be a positive quantity such as 1Gi`},
+		{"negative storage", "version: '7.0.15'\nstorage: {size: -1Gi}", `storage.size must be a positive quantity such as 1Gi`},
+		{"storage not a quantity", "version: '7.0.15'\nstorage: {size: lots}", `spec.storage.size`},
+		{"owned config key replicaof", "version: '7.0.15'\nconfig: {replicaof: 'other 6379'}", `config key replicaof is managed by the operator and cannot be set in spec.config`},
+		{"owned config key requirepass", "version: '7.0.15'\nconfig: {requirepass: x, maxmemory: 1gb}", `config key requirepass is managed by the operator`},
+		{"owned config key port", "version: '7.0.15'\nconfig: {port: '7000'}", `config key port is managed by the operator`},
+		{"owned config key dir", "version: '7.0.15'\nconfig: {dir: /tmp}", `config key dir is managed by the operator`},
+		{"upper-case config key", "version: '7.0.15'\nconfig: {MaxMemory: 1gb}", `config keys must be lower-case Redis parameter names`},
+		{"multi-line config value", "version: '7.0.15'\nconfig: {maxmemory: \"1gb\\nreplicaof evil 6379\"}", `config values must be a single line`},
+		{"probe timeout zero", "version: '7.0.15'\nhighAvailability: {probeTimeoutSeconds: 0}", `spec.highAvailability.probeTimeoutSeconds: Invalid value: 0`},
+		{"probe timeout too long", "version: '7.0.15'\nhighAvailability: {probeTimeoutSeconds: 61}", `should be less than or equal to 60`},
+		{"unknown service type", "version: '7.0.15'\nnetwork: {serviceType: Ingress}", `spec.network.serviceType: Unsupported value: "Ingress"`},
+		{"backup without schedule", "version: '7.0.15'\nbackup: {enabled: true}", `backup.schedule is required when backup.enabled is true`},
+		{"backup schedule not cron", "version: '7.0.15'\nbackup: {enabled: true, schedule: every day}", `backup.schedule must be a cron expression with five fields`},
+		{"empty retention", "version: '7.0.15'\nbackup: {retention: {}}", `backup.retention needs count, maxAge or both`},
+		{"bad secret name", "version: '7.0.15'\nauth: {secretRef: {name: My_Secret}}", `spec.auth.secretRef.name in body should match`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			spec := map[string]any{}
+			g.Expect(yaml.Unmarshal([]byte(tt.spec), &spec)).To(Succeed())
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cache.cacheops.io/v1alpha1",
+				"kind":       "CacheCluster",
+				"metadata":   map[string]any{"name": "bad", "namespace": ns},
+				"spec":       spec,
+			}}
+			err := k8s.Create(context.Background(), obj)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tt.wantErr))
+		})
+	}
+}
+
+func TestAdmissionKeepsStorageClassImmutable(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Paused = true // keep the controller out of this test
+	cc.Spec.Storage.ClassName = ptr.To("fast")
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+
+	// Merge patches carry no resourceVersion, so only validation can refuse them.
+	change := func(mutate func(*cachev1alpha1.CacheCluster)) error {
+		got := getCC(g, cc)
+		patch := client.MergeFrom(got.DeepCopy())
+		mutate(got)
+		return k8s.Patch(ctx, got, patch)
+	}
+	g.Expect(change(func(c *cachev1alpha1.CacheCluster) { c.Spec.Storage.ClassName = ptr.To("slow") })).
+		To(MatchError(ContainSubstring("storage.className is immutable")))
+	g.Expect(change(func(c *cachev1alpha1.CacheCluster) { c.Spec.Storage.ClassName = nil })).
+		To(MatchError(ContainSubstring("storage.className is immutable")))
+	// Other storage fields may change.
+	g.Expect(change(func(c *cachev1alpha1.CacheCluster) { c.Spec.Storage.RetainOnDelete = true })).To(Succeed())
+}
