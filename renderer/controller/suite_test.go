@@ -112,6 +112,9 @@ func runSuite(m *testing.M) int {
 	cfg, err := testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		// Start may fail after etcd and kube-apiserver are up (a CRD the
+		// server refuses): stop them, leave nothing running.
+		_ = testEnv.Stop()
 		return 1
 	}
 	defer func() {

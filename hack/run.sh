@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# make run: runs the operator. With a kubeconfig (KUBECONFIG or
+# ~/.kube/config) it installs the CRD into that cluster and runs the manager
+# against it. Without one it starts the embedded process-backed cluster
+# (bin/devcluster), runs the manager against it and applies
+# examples/basic.yaml. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$PWD/bin"
+
+kubeconfig="${KUBECONFIG:-}"
+if [[ -z "$kubeconfig" && -f "$HOME/.kube/config" ]]; then
+	kubeconfig="$HOME/.kube/config"
+fi
+
+pids=()
+cleanup() {
+	trap - EXIT INT TERM
+	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT INT TERM
+
+if [[ -z "$kubeconfig" ]]; then
+	dir="$PWD/.cache/devcluster"
+	rm -rf "$dir" && mkdir -p "$dir"
+	echo "run: no kubeconfig found; starting the embedded cluster in $dir"
+	"$BIN/devcluster" --dir "$dir" --bin "$BIN" --ready-file "$dir/ready" &
+	pids+=($!)
+	for _ in $(seq 120); do
+		[[ -f "$dir/ready" ]] && break
+		kill -0 "${pids[0]}" 2>/dev/null || { echo "run: devcluster exited; see $dir/logs"; exit 1; }
+		sleep 0.5
+	done
+	[[ -f "$dir/ready" ]] || { echo "run: devcluster did not start in 60s; see $dir/logs"; exit 1; }
+	kubeconfig="$dir/kubeconfig"
+	apply_example=1
+else
+	echo "run: using $kubeconfig"
+	"$BIN/kubectl" --kubeconfig "$kubeconfig" apply --server-side -f charts/cacheops/crds/
+	apply_example=0
+fi
+export KUBECONFIG="$kubeconfig"
+
+"$BIN/manager" --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 &
+pids+=($!)
+
+if [[ $apply_example == 1 ]]; then
+	"$BIN/kubectl" apply -f examples/basic.yaml
+	cat <<MSG
+
+run: the operator is running against the embedded cluster.
+  kubectl --kubeconfig $kubeconfig get cachecluster,statefulset,pods,svc
+  kubectl --kubeconfig $kubeconfig describe cachecluster basic
+  metrics: curl -s 127.0.0.1:8080/metrics | grep ^cacheops_
+Ctrl-C stops the operator and the cluster.
+
+MSG
+fi
+wait "${pids[-1]}"

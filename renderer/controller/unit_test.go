@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+// Plain `kubectl apply` stores the whole object in an annotation limited to
+// 256 KiB; the CRD must fit.
+func TestCRDFitsPlainKubectlApply(t *testing.T) {
+	g := NewWithT(t)
+	info, err := os.Stat(filepath.Join(repoRoot(), "charts", "cacheops", "crds", "cache.cacheops.io_cacheclusters.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("CRD size: %.1f KiB", float64(info.Size())/1024)
+	g.Expect(info.Size()).To(BeNumerically("<", 256*1024))
+}
+
+// Every kind the chart can render must be pruned and deleted with the
+// cluster; a template of a new kind without a ManagedKinds entry fails here.
+func TestManagedKindsCoverEveryRenderedKind(t *testing.T) {
+	g := NewWithT(t)
+	known := map[string]bool{}
+	for _, gvk := range ManagedKinds {
+		known[gvk.GroupVersion().String()+"/"+gvk.Kind] = true
+	}
+	for _, name := range []string{"basic", "production", "single"} {
+		cc := loadExample(t, name, "ns")
+		objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			g.Expect(known).To(HaveKey(o.GetAPIVersion()+"/"+o.GetKind()), "%s renders %s", name, o.GetKind())
+		}
+	}
+}
+
+func TestStatefulSetHealth(t *testing.T) {
+	tests := []struct {
+		name  string
+		given appsv1.StatefulSetStatus
+		want  status.Status
+	}{
+		{"not observed", appsv1.StatefulSetStatus{ObservedGeneration: 1}, status.InProgressStatus},
+		{"pods missing", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, ReadyReplicas: 2}, status.InProgressStatus},
+		{"not ready", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 2}, status.InProgressStatus},
+		{"extra pods", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 4, ReadyReplicas: 4}, status.InProgressStatus},
+		{"outdated pods", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 1, CurrentRevision: "a", UpdateRevision: "b"}, status.InProgressStatus},
+		{"all current", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentRevision: "a", UpdateRevision: "a"}, status.CurrentStatus},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}, Status: tt.given}
+			got, msg := statefulSetHealth(sts)
+			NewWithT(t).Expect(got).To(Equal(tt.want), msg)
+		})
+	}
+}
+
+func TestSummarizeKeepsReconcilingAndStalledOnlyWhileTrue(t *testing.T) {
+	g := NewWithT(t)
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	summarize(&scope{cc: cc, stalled: &stall{reason: "RenderFailed", message: "bad"}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
+	g.Expect(condition(cc, cachev1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(condition(cc, cachev1alpha1.ConditionReconciling)).To(BeNil())
+
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}, Status: appsv1.StatefulSetStatus{Replicas: 3, ReadyReplicas: 3}}
+	summarize(&scope{cc: cc, statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.CurrentStatus}}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	g.Expect(condition(cc, cachev1alpha1.ConditionStalled)).To(BeNil())
+	g.Expect(condition(cc, cachev1alpha1.ConditionReconciling)).To(BeNil())
+	g.Expect(condition(cc, cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+
+	// Pods lost after the cluster ran: Degraded, not Initializing.
+	sts.Status.ReadyReplicas = 1
+	summarize(&scope{cc: cc, statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.InProgressStatus, message: "1 of 3 pods are ready"}}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseDegraded))
+	g.Expect(condition(cc, cachev1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(condition(cc, cachev1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionTrue))
+}
+
+func TestIsSubset(t *testing.T) {
+	tests := []struct {
+		name      string
+		want, got any
+		wantOK    bool
+	}{
+		{"extra keys in live", map[string]any{"a": int64(1)}, map[string]any{"a": int64(1), "b": "x"}, true},
+		{"changed value", map[string]any{"a": int64(1)}, map[string]any{"a": int64(2)}, false},
+		{"missing key", map[string]any{"a": "x"}, map[string]any{}, false},
+		{"empty map we render, absent live", map[string]any{"a": map[string]any{}}, map[string]any{}, true},
+		{"float and int", map[string]any{"a": float64(3)}, map[string]any{"a": int64(3)}, true},
+		{"list order matters", []any{"a", "b"}, []any{"b", "a"}, false},
+		{"list length matters", []any{"a"}, []any{"a", "b"}, false},
+		{"list elements are subsets", []any{map[string]any{"p": int64(1)}}, []any{map[string]any{"p": int64(1), "protocol": "TCP"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			NewWithT(t).Expect(isSubset(tt.want, tt.got, "")).To(Equal(tt.wantOK))
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// controlPlane is etcd and kube-apiserver (started through envtest, which
+// handles certificates and readiness), plus kube-controller-manager and
+// kube-scheduler as child processes of ours.
+type controlPlane struct {
+	env        *envtest.Environment
+	config     *rest.Config
+	kubeconfig string
+	dir        string
+	bin        string
+	logDir     string
+	components map[string]*exec.Cmd
+}
+
+func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
+	cp := &controlPlane{dir: o.Dir, bin: o.BinDir, logDir: filepath.Join(o.Dir, "logs"), components: map[string]*exec.Cmd{}}
+	if err := os.MkdirAll(cp.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make tools`", b, o.BinDir)
+		}
+	}
+
+	certDir := filepath.Join(o.Dir, "pki")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	cp.env = &envtest.Environment{
+		BinaryAssetsDirectory: o.BinDir,
+		CRDDirectoryPaths:     o.CRDDirectories,
+		ErrorIfCRDPathMissing: len(o.CRDDirectories) > 0,
+	}
+	api := cp.env.ControlPlane.GetAPIServer()
+	api.CertDir = certDir
+	api.Out, api.Err = logFile(cp.logDir, "kube-apiserver.log")
+	args := api.Configure()
+	// ServiceAccount admission stays off (envtest's default): pods of ours
+	// mount no token, and the controller-manager creates the accounts.
+	args.Set("service-cluster-ip-range", "10.96.0.0/16")
+	args.Set("allow-privileged", "true")
+	etcd := cp.env.ControlPlane.Etcd
+	if etcd == nil {
+		etcd = &envtest.Etcd{}
+		cp.env.ControlPlane.Etcd = etcd
+	}
+	etcd.DataDir = filepath.Join(o.Dir, "etcd")
+	etcd.Out, etcd.Err = logFile(cp.logDir, "etcd.log")
+
+	cfg, err := cp.env.Start()
+	if err != nil {
+		_ = cp.env.Stop()
+		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	cp.config = cfg
+
+	// An admin kubeconfig for people, kubectl and the other components.
+	admin, err := cp.env.AddUser(envtest.User{Name: "cacheops-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		cp.stop()
+		return nil, fmt.Errorf("creating admin user: %w", err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		cp.stop()
+		return nil, err
+	}
+	cp.kubeconfig = filepath.Join(o.Dir, "kubeconfig")
+	if err := os.WriteFile(cp.kubeconfig, renameContext(kc), 0o600); err != nil {
+		cp.stop()
+		return nil, err
+	}
+	cp.config = admin.Config()
+
+	ca := filepath.Join(certDir, "ca.crt")
+	if err := os.WriteFile(ca, cfg.CAData, 0o644); err != nil {
+		cp.stop()
+		return nil, err
+	}
+	kcm := []string{
+		"--kubeconfig=" + cp.kubeconfig,
+		"--authentication-kubeconfig=" + cp.kubeconfig,
+		"--authorization-kubeconfig=" + cp.kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--controllers=*,-node-ipam-controller",
+		"--use-service-account-credentials=false",
+		"--service-account-private-key-file=" + filepath.Join(certDir, "sa-signer.key"),
+		"--root-ca-file=" + ca,
+		// Quick reactions for tests: a silent node is NotReady after 10s.
+		"--node-monitor-period=1s",
+		"--node-monitor-grace-period=10s",
+		"--concurrent-statefulset-syncs=10",
+		"--terminated-pod-gc-threshold=10",
+	}
+	if err := cp.startComponent(ctx, "kube-controller-manager", kcm); err != nil {
+		cp.stop()
+		return nil, err
+	}
+	sched := []string{
+		"--kubeconfig=" + cp.kubeconfig,
+		"--authentication-kubeconfig=" + cp.kubeconfig,
+		"--authorization-kubeconfig=" + cp.kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}
+	if err := cp.startComponent(ctx, "kube-scheduler", sched); err != nil {
+		cp.stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// renameContext names the kubeconfig's context after the project, so a
+// person switching contexts sees what it is.
+func renameContext(data []byte) []byte {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return data
+	}
+	out := clientcmdapi.NewConfig()
+	for _, c := range cfg.Clusters {
+		out.Clusters["cacheops-dev"] = c
+	}
+	for _, a := range cfg.AuthInfos {
+		out.AuthInfos["cacheops-admin"] = a
+	}
+	out.Contexts["cacheops-dev"] = &clientcmdapi.Context{Cluster: "cacheops-dev", AuthInfo: "cacheops-admin", Namespace: "default"}
+	out.CurrentContext = "cacheops-dev"
+	b, err := clientcmd.Write(*out)
+	if err != nil {
+		return data
+	}
+	return b
+}
+
+func (cp *controlPlane) startComponent(ctx context.Context, name string, args []string) error {
+	out, _ := logFile(cp.logDir, name+".log")
+	cmd := exec.Command(filepath.Join(cp.bin, name), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, and killed with us if we die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	cp.components[name] = cmd
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// stop ends the components, then kube-apiserver and etcd.
+func (cp *controlPlane) stop() {
+	for name, cmd := range cp.components {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			waitGone(cmd.Process.Pid, 5*time.Second)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		delete(cp.components, name)
+	}
+	if cp.env != nil {
+		_ = cp.env.Stop()
+	}
+}
+
+// restartAPIServer stops kube-apiserver and starts it again on the same port
+// with the same certificates, for fault-injection tests.
+func (cp *controlPlane) restartAPIServer() error {
+	api := cp.env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+func waitGone(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func logFile(dir, name string) (*os.File, *os.File) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil
+	}
+	return f, f
+}
