@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/cacheops/cacheops/test/cluster"
@@ -20,12 +21,21 @@ func main() {
 	bin := flag.String("bin", "bin", "folder with the binaries built by `make tools`")
 	crds := flag.String("crds", "charts/cacheops/crds", "folder of CRDs to install; empty installs none")
 	ready := flag.String("ready-file", "", "file to create once the cluster serves (for scripts)")
+	nodes := flag.String("nodes", "node-a=zone-a,node-b=zone-b,node-c=zone-c", "comma-separated NAME=ZONE of the process-backed nodes")
+	controlPlaneOnly := flag.Bool("control-plane-only", false, "start no nodes (no pods will run)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	opts := cluster.Options{Dir: *dir, BinDir: *bin}
+	opts := cluster.Options{Dir: *dir, BinDir: *bin, ControlPlaneOnly: *controlPlaneOnly}
+	for _, spec := range strings.Split(*nodes, ",") {
+		if spec = strings.TrimSpace(spec); spec == "" {
+			continue
+		}
+		name, zone, _ := strings.Cut(spec, "=")
+		opts.Nodes = append(opts.Nodes, cluster.NodeOptions{Name: name, Zone: zone})
+	}
 	if *crds != "" {
 		opts.CRDDirectories = []string{*crds}
 	}
@@ -38,7 +48,10 @@ func main() {
 
 	abs, _ := filepath.Abs(c.Kubeconfig())
 	fmt.Printf("devcluster: serving; kubeconfig %s\n", abs)
-	fmt.Printf("devcluster: logs in %s\n", c.LogDir())
+	fmt.Printf("devcluster: logs in %s (containers: %s)\n", c.LogDir(), c.PodLogDir())
+	if gw := c.Gateway(); gw != "" {
+		fmt.Printf("devcluster: pod network gateway %s; pod IPs are reachable from this machine\n", gw)
+	}
 	if *ready != "" {
 		if err := os.WriteFile(*ready, []byte(abs+"\n"), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "devcluster:", err)

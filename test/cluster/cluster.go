@@ -3,9 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -17,21 +21,37 @@ type Options struct {
 	BinDir string
 	// CRDDirectories are installed once the API server is up.
 	CRDDirectories []string
+	// Nodes to start; default one node "node-a" in zone "zone-a".
+	Nodes []NodeOptions
+	// Images maps container images to local programs; default DefaultImages.
+	Images []Image
+	// PodCIDR is the pod network; default 10.244.0.0/16. It exists only on
+	// this cluster's bridge and inside the namespaces it creates.
+	PodCIDR string
+	// Bridge names the pod network's bridge; default "cacheops0".
+	Bridge string
+	// ControlPlaneOnly starts no nodes, no pod network and no provisioner.
+	ControlPlaneOnly bool
 }
 
 // Cluster is a running cluster. Stop it when done.
 type Cluster struct {
-	opts Options
-	cp   *controlPlane
+	opts      Options
+	cp        *controlPlane
+	client    kubernetes.Interface
+	net       *network
+	podLogDir string
+	cancel    context.CancelFunc
+
+	mu    sync.Mutex
+	nodes map[string]*processNode
 }
 
-// Start starts the control plane and returns when the API server serves.
+// Start starts the control plane, the pod network, the storage provisioner
+// and the nodes, and returns when every node is Ready.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
-	if o.Dir == "" {
-		return nil, fmt.Errorf("cluster: Options.Dir is required")
-	}
-	if o.BinDir == "" {
-		return nil, fmt.Errorf("cluster: Options.BinDir is required")
+	if o.Dir == "" || o.BinDir == "" {
+		return nil, fmt.Errorf("cluster: Options.Dir and Options.BinDir are required")
 	}
 	var err error
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
@@ -40,6 +60,18 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.BinDir, err = filepath.Abs(o.BinDir); err != nil {
 		return nil, err
 	}
+	if len(o.Nodes) == 0 {
+		o.Nodes = []NodeOptions{{Name: "node-a", Zone: "zone-a"}}
+	}
+	if o.Images == nil {
+		o.Images = DefaultImages()
+	}
+	if o.PodCIDR == "" {
+		o.PodCIDR = "10.244.0.0/16"
+	}
+	if o.Bridge == "" {
+		o.Bridge = "cacheops0"
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -47,7 +79,38 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{opts: o, cp: cp}, nil
+	c := &Cluster{opts: o, cp: cp, nodes: map[string]*processNode{}, podLogDir: filepath.Join(o.Dir, "logs", "pods")}
+	if o.ControlPlaneOnly {
+		return c, nil
+	}
+	fail := func(err error) (*Cluster, error) {
+		c.Stop()
+		return nil, err
+	}
+	if c.client, err = kubernetes.NewForConfig(cp.config); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(c.podLogDir, 0o755); err != nil {
+		return fail(err)
+	}
+	prefix, err := netip.ParsePrefix(o.PodCIDR)
+	if err != nil {
+		return fail(fmt.Errorf("pod CIDR: %w", err))
+	}
+	if c.net, err = newNetwork(o.Bridge, prefix); err != nil {
+		return fail(err)
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	if err := c.startProvisioner(bg); err != nil {
+		return fail(err)
+	}
+	for _, no := range o.Nodes {
+		if err := c.StartNode(ctx, no.Name); err != nil {
+			return fail(err)
+		}
+	}
+	return c, nil
 }
 
 // Kubeconfig is the path of an admin kubeconfig for the cluster.
@@ -56,13 +119,49 @@ func (c *Cluster) Kubeconfig() string { return c.cp.kubeconfig }
 // Config is an admin client configuration.
 func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.cp.config) }
 
-// LogDir holds the control plane's logs.
+// LogDir holds the control plane's and the nodes' logs.
 func (c *Cluster) LogDir() string { return c.cp.logDir }
+
+// PodLogDir holds one log file per container: NAMESPACE_POD_CONTAINER.log.
+func (c *Cluster) PodLogDir() string { return c.podLogDir }
+
+// Gateway is this machine's address on the pod network.
+func (c *Cluster) Gateway() string {
+	if c.net == nil {
+		return ""
+	}
+	return c.net.Gateway()
+}
 
 // RestartAPIServer stops and starts kube-apiserver, keeping its address.
 func (c *Cluster) RestartAPIServer() error { return c.cp.restartAPIServer() }
 
-// Stop stops everything the cluster started.
+// Stop stops everything the cluster started: pods' processes, nodes, the
+// provisioner, the control plane, the pod network.
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	nodes := make([]*processNode, 0, len(c.nodes))
+	for name, n := range c.nodes {
+		nodes = append(nodes, n)
+		delete(c.nodes, name)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.stop(false)
+		}()
+	}
+	wg.Wait()
+	if c.cancel != nil {
+		c.cancel()
+	}
 	c.cp.stop()
+	if c.net != nil {
+		c.net.close()
+	}
 }
+
+func everything() labels.Selector { return labels.Everything() }

@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Image maps container images to programs on this machine. A pod whose image
+// matches no entry does not start: its container waits with reason
+// ErrImagePull and a message naming the image.
+type Image struct {
+	// Pattern matches the image reference with path.Match, e.g. "redis:*".
+	Pattern string
+	// Entrypoint is the program run when the container sets no command.
+	Entrypoint string
+	// Binaries maps the names a pod spec may use (a bare name or the base
+	// name of an absolute path) to absolute paths here.
+	Binaries map[string]string
+}
+
+// DefaultImages: Redis and Valkey images run Debian's redis-server (apt
+// package redis-server) and its tools.
+func DefaultImages() []Image {
+	redis := map[string]string{}
+	for _, b := range []string{"redis-server", "redis-cli", "redis-sentinel", "redis-check-rdb", "redis-check-aof", "redis-benchmark"} {
+		redis[b] = "/usr/bin/" + b
+	}
+	// Valkey images name their programs valkey-*; Debian's redis binaries
+	// serve the same protocol and command line.
+	valkey := map[string]string{}
+	for k, v := range redis {
+		valkey[k] = v
+		valkey["valkey"+strings.TrimPrefix(k, "redis")] = v
+	}
+	return []Image{
+		{Pattern: "redis:*", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
+		{Pattern: "redis", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
+		{Pattern: "docker.io/library/redis:*", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
+		{Pattern: "valkey/valkey:*", Entrypoint: "/usr/bin/redis-server", Binaries: valkey},
+		{Pattern: "docker.io/valkey/valkey:*", Entrypoint: "/usr/bin/redis-server", Binaries: valkey},
+	}
+}
+
+// errImage is a container that cannot start because of its image.
+type errImage struct{ msg string }
+
+func (e errImage) Error() string { return e.msg }
+
+// resolveImage finds the image entry of a reference.
+func resolveImage(images []Image, ref string) (Image, error) {
+	for _, im := range images {
+		if ok, _ := path.Match(im.Pattern, ref); ok {
+			return im, nil
+		}
+	}
+	known := make([]string, 0, len(images))
+	for _, im := range images {
+		known = append(known, im.Pattern)
+	}
+	return Image{}, errImage{fmt.Sprintf("image %q has no local binary on this process-backed node (images it can run: %s)", ref, strings.Join(known, ", "))}
+}
+
+// resolveCommand turns a container's command and args into a program path
+// and its arguments.
+func resolveCommand(im Image, ref string, command, args []string) (string, []string, error) {
+	if len(command) == 0 {
+		if im.Entrypoint == "" {
+			return "", nil, errImage{fmt.Sprintf("image %q has no entrypoint here; set the container's command", ref)}
+		}
+		return im.Entrypoint, args, nil
+	}
+	prog, err := resolveBinary(im, ref, command[0])
+	if err != nil {
+		return "", nil, err
+	}
+	return prog, append(append([]string{}, command[1:]...), args...), nil
+}
+
+func resolveBinary(im Image, ref, name string) (string, error) {
+	if p, ok := im.Binaries[name]; ok {
+		return p, nil
+	}
+	if p, ok := im.Binaries[filepath.Base(name)]; ok {
+		return p, nil
+	}
+	return "", errImage{fmt.Sprintf("image %q provides no program %q on this process-backed node", ref, name)}
+}

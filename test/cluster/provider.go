@@ -1,0 +1,669 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+)
+
+// provider runs the pods of one node as local processes. It implements
+// virtual-kubelet's PodLifecycleHandler and PodNotifier: virtual-kubelet
+// hands it pods and writes the statuses it reports to the API server.
+type provider struct {
+	node       string
+	zone       string
+	dir        string
+	logDir     string
+	images     []Image
+	net        *network
+	client     kubernetes.Interface
+	secrets    corev1listers.SecretLister
+	configMaps corev1listers.ConfigMapLister
+	env        *envResolver
+
+	mu     sync.Mutex
+	pods   map[string]*podRuntime
+	notify func(*corev1.Pod)
+}
+
+func podKey(ns, name string) string { return ns + "/" + name }
+
+// podRuntime is one pod on this node.
+type podRuntime struct {
+	p        *provider
+	pod      *corev1.Pod // as received; its Status is ours
+	dir      string
+	net      *podNetwork
+	vols     *volumeSet
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deleting bool
+	// initDone is true once every init container succeeded.
+	initDone bool
+	podErr   string // a pod-level problem shown in the status
+
+	containers []*containerRuntime
+	inits      []*containerRuntime
+	done       chan struct{} // closed when every process has exited for good
+	lastSent   *corev1.PodStatus
+}
+
+// containerRuntime is one container: the process of its current run and
+// what the status needs.
+type containerRuntime struct {
+	spec     corev1.Container
+	init     bool
+	cmd      *exec.Cmd
+	pid      int
+	restarts int32
+	state    corev1.ContainerState
+	last     corev1.ContainerState
+	ready    bool
+	started  bool
+	exited   chan struct{} // closed when the current process exits
+	logPath  string
+	program  string
+	args     []string
+	env      []string
+	image    Image
+}
+
+func (p *provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = cb
+	p.mu.Unlock()
+}
+
+// CreatePod starts a pod in the background; its status tells how it goes.
+func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	key := podKey(pod.Namespace, pod.Name)
+	if _, ok := p.pods[key]; ok {
+		p.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	id := strings.ReplaceAll(string(pod.UID), "-", "")
+	if len(id) > 10 {
+		id = id[:10]
+	}
+	r := &podRuntime{
+		p: p, pod: pod.DeepCopy(), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		dir: filepath.Join(p.dir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, id)),
+	}
+	now := metav1.Now()
+	r.pod.Status = corev1.PodStatus{Phase: corev1.PodPending, StartTime: &now, HostIP: p.net.Gateway(), HostIPs: []corev1.HostIP{{IP: p.net.Gateway()}}}
+	for _, c := range pod.Spec.InitContainers {
+		r.inits = append(r.inits, &containerRuntime{spec: c, init: true, state: waiting("PodInitializing", "")})
+	}
+	for _, c := range pod.Spec.Containers {
+		r.containers = append(r.containers, &containerRuntime{spec: c, state: waiting("ContainerCreating", "")})
+	}
+	p.pods[key] = r
+	p.mu.Unlock()
+
+	go r.run(id)
+	return nil
+}
+
+// UpdatePod takes a new spec; containers keep running (the kubelet would
+// restart a container whose image changed, which StatefulSets never do in
+// place).
+func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.pods[podKey(pod.Namespace, pod.Name)]; ok {
+		st := r.pod.Status
+		r.pod = pod.DeepCopy()
+		r.pod.Status = st
+	}
+	return nil
+}
+
+// DeletePod stops a pod: SIGTERM, SIGKILL after the grace period, then the
+// pod's network and folders go, and the pod object is removed.
+func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	if !ok {
+		p.mu.Unlock()
+		return errdefs.NotFoundf("pod %s/%s is not on this node", pod.Namespace, pod.Name)
+	}
+	if r.deleting {
+		p.mu.Unlock()
+		return nil
+	}
+	r.deleting = true
+	r.pod.DeletionTimestamp = pod.DeletionTimestamp
+	r.pod.DeletionGracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	grace := 30 * time.Second
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	p.mu.Unlock()
+
+	go func() {
+		r.stop(grace)
+		p.forget(r)
+		// As the kubelet does: once nothing runs, remove the object now
+		// instead of waiting out the grace period.
+		zero := int64(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero, Preconditions: metav1.NewUIDPreconditions(string(pod.UID)),
+		})
+	}()
+	return nil
+}
+
+// forget drops a stopped pod and its resources (not its PVC data).
+func (p *provider) forget(r *podRuntime) {
+	if r.net != nil {
+		p.net.teardown(r.net)
+	}
+	_ = os.RemoveAll(r.dir)
+	p.mu.Lock()
+	if cur := p.pods[podKey(r.pod.Namespace, r.pod.Name)]; cur == r {
+		delete(p.pods, podKey(r.pod.Namespace, r.pod.Name))
+	}
+	p.mu.Unlock()
+}
+
+func (p *provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.pods[podKey(ns, name)]; ok {
+		return r.snapshot(), nil
+	}
+	return nil, errdefs.NotFoundf("pod %s/%s is not on this node", ns, name)
+}
+
+func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.pods))
+	for _, r := range p.pods {
+		out = append(out, r.snapshot())
+	}
+	return out, nil
+}
+
+// stopAll kills every process at once, as a machine that loses power would.
+func (p *provider) stopAll() {
+	p.mu.Lock()
+	pods := make([]*podRuntime, 0, len(p.pods))
+	for _, r := range p.pods {
+		r.deleting = true
+		pods = append(pods, r)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.stop(0)
+			p.forget(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// run brings a pod up: network, volumes, init containers, containers.
+func (r *podRuntime) run(id string) {
+	p := r.p
+	defer close(r.done)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		r.fail(fmt.Sprintf("creating pod folder: %v", err))
+		return
+	}
+	pn, err := p.net.setup(id)
+	if err != nil {
+		r.fail(fmt.Sprintf("pod network: %v", err))
+		return
+	}
+	p.mu.Lock()
+	r.net = pn
+	r.pod.Status.PodIP = pn.ip.String()
+	r.pod.Status.PodIPs = []corev1.PodIP{{IP: pn.ip.String()}}
+	p.mu.Unlock()
+	r.publish()
+
+	// Volumes may wait for a claim to bind or a Secret to appear.
+	for {
+		vols, err := p.prepareVolumes(r.ctx, r.pod, r.dir)
+		if err == nil {
+			p.mu.Lock()
+			r.vols = vols
+			r.podErr = ""
+			p.mu.Unlock()
+			break
+		}
+		p.mu.Lock()
+		r.podErr = err.Error()
+		p.mu.Unlock()
+		r.publish()
+		if !sleepCtx(r.ctx, time.Second) {
+			return
+		}
+	}
+
+	for _, c := range r.inits {
+		if !r.supervise(c) {
+			return
+		}
+	}
+	p.mu.Lock()
+	r.initDone = true
+	p.mu.Unlock()
+	r.publish()
+
+	var wg sync.WaitGroup
+	for _, c := range r.containers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.supervise(c)
+		}()
+	}
+	wg.Wait()
+}
+
+// fail records a pod-level problem.
+func (r *podRuntime) fail(msg string) {
+	r.p.mu.Lock()
+	r.podErr = msg
+	r.p.mu.Unlock()
+	r.publish()
+}
+
+// supervise runs one container until it is done for good: restarts follow
+// the pod's restartPolicy with an exponential back-off (1s doubling, at most
+// 20s, reset after 10s of running). For an init container it returns true
+// once the container succeeded.
+func (r *podRuntime) supervise(c *containerRuntime) bool {
+	p := r.p
+	backoff := time.Second
+	for {
+		if r.ctx.Err() != nil {
+			return false
+		}
+		err := r.startContainer(c)
+		if err != nil {
+			reason := "CreateContainerError"
+			var ie errImage
+			var ce errConfig
+			switch {
+			case errors.As(err, &ie):
+				reason = "ErrImagePull"
+			case errors.As(err, &ce):
+				reason = "CreateContainerConfigError"
+			}
+			p.mu.Lock()
+			c.state = waiting(reason, err.Error())
+			p.mu.Unlock()
+			r.publish()
+			if !sleepCtx(r.ctx, backoff) {
+				return false
+			}
+			backoff = min(backoff*2, 20*time.Second)
+			continue
+		}
+		r.publish()
+		startedAt := time.Now()
+		probeCtx, stopProbes := context.WithCancel(r.ctx)
+		if !c.init {
+			go r.probe(probeCtx, c)
+		}
+		<-c.exited
+		stopProbes()
+
+		p.mu.Lock()
+		code := c.state.Terminated.ExitCode
+		deleting := r.deleting
+		policy := r.pod.Spec.RestartPolicy
+		p.mu.Unlock()
+		r.publish()
+		if deleting || r.ctx.Err() != nil {
+			return false
+		}
+		if c.init && code == 0 {
+			return true
+		}
+		if policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
+			return code == 0
+		}
+		if time.Since(startedAt) > 10*time.Second {
+			backoff = time.Second
+		}
+		p.mu.Lock()
+		c.last = c.state
+		c.restarts++
+		c.state = waiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container %s", backoff, c.spec.Name))
+		p.mu.Unlock()
+		r.publish()
+		if !sleepCtx(r.ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 20*time.Second)
+	}
+}
+
+// startContainer starts one run of a container through the pod init.
+func (r *podRuntime) startContainer(c *containerRuntime) error {
+	p := r.p
+	im, err := resolveImage(p.images, c.spec.Image)
+	if err != nil {
+		return err
+	}
+	program, args, err := resolveCommand(im, c.spec.Image, c.spec.Command, c.spec.Args)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	pod := r.pod.DeepCopy()
+	podIP := r.net.ip.String()
+	p.mu.Unlock()
+	env, err := p.env.resolve(pod, &c.spec, podIP, p.net.Gateway())
+	if err != nil {
+		return err
+	}
+	args = expandArgs(args, env)
+
+	spec := initSpec{NetNS: r.net.Path(), Hostname: pod.Name, Path: program, Args: args, Env: env, WorkDir: c.spec.WorkingDir}
+	for _, m := range c.spec.VolumeMounts {
+		src, ok := r.vols.dirs[m.Name]
+		if !ok {
+			return errConfig{fmt.Sprintf("volume mount %q names no volume", m.Name)}
+		}
+		if m.SubPath != "" {
+			src = filepath.Join(src, filepath.Clean("/"+m.SubPath))
+		}
+		spec.Mounts = append(spec.Mounts, initMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	uid, gid, groups := identity(pod, &c.spec)
+	spec.UID, spec.GID, spec.Groups = uid, gid, groups
+	if spec.WorkDir == "" {
+		spec.WorkDir = "/"
+	}
+
+	specFile := filepath.Join(r.dir, "init-"+c.spec.Name+".json")
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(specFile, data, 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(p.logDir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.spec.Name))
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	cmd := &exec.Cmd{Path: self, Args: []string{podInitName, specFile}, Stdout: logFile, Stderr: logFile}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:      true,
+		Unshareflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS,
+		Pdeathsig:    syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting %s: %w", program, err)
+	}
+	exited := make(chan struct{})
+	now := metav1.Now()
+	p.mu.Lock()
+	c.cmd, c.pid, c.exited = cmd, cmd.Process.Pid, exited
+	c.program, c.args, c.env, c.image, c.logPath = program, args, env, im, logPath
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+	c.ready = false
+	c.started = c.spec.StartupProbe == nil
+	p.mu.Unlock()
+
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		code, reason := int32(0), "Completed"
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code, reason = 128+int32(ws.Signal()), "Error"
+				if ws.Signal() == syscall.SIGKILL {
+					reason = "OOMKilledOrKilled"
+				}
+			} else {
+				code, reason = int32(ee.ExitCode()), "Error"
+			}
+		}
+		p.mu.Lock()
+		started := metav1.Now()
+		if c.state.Running != nil {
+			started = c.state.Running.StartedAt
+		}
+		c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now(),
+			ContainerID: fmt.Sprintf("process://%d", c.pid),
+		}}
+		c.ready = false
+		p.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// identity is the user a container runs as: its securityContext, then the
+// pod's. runAsNonRoot without a user is refused, as the kubelet does for an
+// image whose user it cannot prove.
+func identity(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64, groups []int64) {
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		uid, gid = psc.RunAsUser, psc.RunAsGroup
+		groups = append(groups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			groups = append(groups, *psc.FSGroup)
+		}
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			uid = csc.RunAsUser
+		}
+		if csc.RunAsGroup != nil {
+			gid = csc.RunAsGroup
+		}
+	}
+	if uid != nil && gid == nil {
+		gid = uid
+	}
+	return uid, gid, groups
+}
+
+// stop ends every process of the pod: SIGTERM, SIGKILL after grace.
+func (r *podRuntime) stop(grace time.Duration) {
+	r.p.mu.Lock()
+	var running []*containerRuntime
+	for _, c := range append(append([]*containerRuntime{}, r.inits...), r.containers...) {
+		if c.cmd != nil && c.state.Running != nil {
+			running = append(running, c)
+		}
+	}
+	r.p.mu.Unlock()
+	sig := syscall.SIGTERM
+	if grace <= 0 {
+		sig = syscall.SIGKILL
+	}
+	for _, c := range running {
+		_ = syscall.Kill(-c.pid, sig)
+		// A frozen process only acts on signals once thawed.
+		_ = syscall.Kill(-c.pid, syscall.SIGCONT)
+	}
+	deadline := time.After(grace)
+	for _, c := range running {
+		select {
+		case <-c.exited:
+		case <-deadline:
+			for _, k := range running {
+				_ = syscall.Kill(-k.pid, syscall.SIGKILL)
+			}
+			<-c.exited
+		}
+	}
+	r.cancel()
+	<-r.done
+	r.publish()
+}
+
+// snapshot is the pod with its current status. Callers hold p.mu.
+func (r *podRuntime) snapshot() *corev1.Pod {
+	pod := r.pod.DeepCopy()
+	pod.Status = r.status()
+	return pod
+}
+
+// status computes the pod status from the containers. Callers hold p.mu.
+func (r *podRuntime) status() corev1.PodStatus {
+	st := *r.pod.Status.DeepCopy()
+	st.InitContainerStatuses = nil
+	st.ContainerStatuses = nil
+	now := metav1.Now()
+	allReady, anyRunning, allDone, anyFailed := true, false, true, false
+	for _, c := range r.inits {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, c.status(r.initDone))
+	}
+	for _, c := range r.containers {
+		cs := c.status(false)
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+		if !cs.Ready {
+			allReady = false
+		}
+		if c.state.Running != nil {
+			anyRunning = true
+		}
+		if c.state.Terminated == nil {
+			allDone = false
+		} else if c.state.Terminated.ExitCode != 0 {
+			anyFailed = true
+		}
+	}
+	switch {
+	case r.deleting && allDone:
+		st.Phase = corev1.PodSucceeded
+		if anyFailed {
+			st.Phase = corev1.PodFailed
+		}
+	case r.pod.Spec.RestartPolicy != corev1.RestartPolicyAlways && allDone && r.initDone:
+		st.Phase = corev1.PodSucceeded
+		if anyFailed {
+			st.Phase = corev1.PodFailed
+		}
+	case anyRunning || r.initDone:
+		st.Phase = corev1.PodRunning
+	default:
+		st.Phase = corev1.PodPending
+	}
+	st.Message, st.Reason = "", ""
+	if r.podErr != "" {
+		st.Message, st.Reason = r.podErr, "ProcessNodeError"
+	}
+	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
+		s := corev1.ConditionFalse
+		if ok {
+			s = corev1.ConditionTrue
+		}
+		c := corev1.PodCondition{Type: t, Status: s, LastTransitionTime: now}
+		for _, old := range r.pod.Status.Conditions {
+			if old.Type == t && old.Status == s {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		return c
+	}
+	ready := allReady && anyRunning && !r.deleting
+	st.Conditions = []corev1.PodCondition{
+		cond(corev1.PodScheduled, true),
+		cond(corev1.PodInitialized, r.initDone),
+		cond(corev1.ContainersReady, ready),
+		cond(corev1.PodReady, ready),
+	}
+	// Keep transition times stable between calls.
+	r.pod.Status.Conditions = st.Conditions
+	return st
+}
+
+func (c *containerRuntime) status(initDone bool) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{
+		Name: c.spec.Name, Image: c.spec.Image, ImageID: "process://" + c.spec.Image,
+		State: *c.state.DeepCopy(), LastTerminationState: *c.last.DeepCopy(),
+		RestartCount: c.restarts, Ready: c.ready && c.state.Running != nil,
+	}
+	if c.pid != 0 {
+		cs.ContainerID = fmt.Sprintf("process://%d", c.pid)
+	}
+	started := c.started && c.state.Running != nil
+	cs.Started = &started
+	if c.init && initDone && c.state.Terminated != nil {
+		cs.Ready = true
+	}
+	return cs
+}
+
+// publish sends the pod's status to virtual-kubelet when it changed.
+func (r *podRuntime) publish() {
+	p := r.p
+	p.mu.Lock()
+	pod := r.snapshot()
+	notify := p.notify
+	changed := r.lastSent == nil || !equality.Semantic.DeepEqual(*r.lastSent, pod.Status)
+	if changed {
+		st := pod.Status
+		r.lastSent = &st
+	}
+	p.mu.Unlock()
+	if changed && notify != nil {
+		notify(pod)
+	}
+}
+
+func waiting(reason, msg string) corev1.ContainerState {
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
