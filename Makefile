@@ -28,8 +28,9 @@ fmt: ## gofmt every Go file.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## go vet.
+vet: ## go vet (including the end-to-end suite).
 	go vet ./...
+	go vet -tags e2e ./test/...
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale, code is not gofmt-clean or go.mod is untidy.
@@ -42,12 +43,20 @@ verify: generate ## Fail when generated files are stale, code is not gofmt-clean
 unit: ## Unit and integration tests (integration runs the module-built kube-apiserver and etcd).
 	go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: e2e
+e2e: tools ## End-to-end tests: the real manager binary against the process-backed cluster (needs root and redis-server).
+	@command -v redis-server >/dev/null || { echo "e2e: redis-server missing; installing it with apt"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; }
+	@go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ > $(BIN)/e2e.log 2>&1 && rc=0 || rc=$$?; \
+	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e:)' $(BIN)/e2e.log || true; \
+	if [ $$rc != 0 ]; then echo "e2e failed; the last 150 lines of $(BIN)/e2e.log:"; tail -n 150 $(BIN)/e2e.log; fi; exit $$rc
+
 .PHONY: test
-test: tools verify vet unit ## Everything CI checks.
+test: tools verify vet unit e2e ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks, written as JSON to bench/results.json.
-	go run ./hack/benchjson -out bench/results.json -- ./renderer/...
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json (ratios against baselines measured in the same run).
+	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
+	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- ./test/benchmarks/
 
 .PHONY: build
 build: ## Build the manager and the dev cluster.

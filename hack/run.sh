@@ -25,6 +25,10 @@ if [[ -z "$kubeconfig" ]]; then
 	dir="$PWD/.cache/devcluster"
 	rm -rf "$dir" && mkdir -p "$dir"
 	echo "run: no kubeconfig found; starting the embedded cluster in $dir"
+	command -v redis-server >/dev/null || {
+		echo "run: redis-server is missing; installing it with apt (pods run it as a local process)"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+	}
 	"$BIN/devcluster" --dir "$dir" --bin "$BIN" --ready-file "$dir/ready" &
 	pids+=($!)
 	for _ in $(seq 120); do
@@ -47,11 +51,16 @@ pids+=($!)
 
 if [[ $apply_example == 1 ]]; then
 	"$BIN/kubectl" apply -f examples/basic.yaml
+	"$BIN/kubectl" wait --for=condition=Ready cachecluster/basic --timeout=180s || true
+	ip="$("$BIN/kubectl" get pod basic-0 -o jsonpath='{.status.podIP}' 2>/dev/null || true)"
 	cat <<MSG
 
-run: the operator is running against the embedded cluster.
-  kubectl --kubeconfig $kubeconfig get cachecluster,statefulset,pods,svc
+run: the operator is running against the embedded cluster (pods are local
+redis-server processes, each in its own network namespace).
+  kubectl --kubeconfig $kubeconfig get cachecluster,statefulset,pods,pvc,svc
   kubectl --kubeconfig $kubeconfig describe cachecluster basic
+  kubectl --kubeconfig $kubeconfig logs basic-0
+  REDISCLI_AUTH=\$(kubectl --kubeconfig $kubeconfig get secret basic-auth -o jsonpath='{.data.password}' | base64 -d) redis-cli -h ${ip:-<pod IP>} ping
   metrics: curl -s 127.0.0.1:8080/metrics | grep ^cacheops_
 Ctrl-C stops the operator and the cluster.
 

@@ -31,6 +31,8 @@ type result struct {
 	NsPerOp     float64 `json:"ns_per_op"`
 	BytesPerOp  float64 `json:"bytes_per_op,omitempty"`
 	AllocsPerOp float64 `json:"allocs_per_op,omitempty"`
+	// Metrics are the benchmark's own figures (b.ReportMetric), by unit.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 type ratio struct {
@@ -49,18 +51,23 @@ type report struct {
 	Ratios  []ratio  `json:"ratios"`
 }
 
-var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+([\d.]+) ns/op(?:\s+([\d.]+) B/op)?(?:\s+([\d.]+) allocs/op)?`)
+var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
 
 func main() {
 	out := flag.String("out", "bench/results.json", "file to write the JSON report to")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime")
+	tags := flag.String("tags", "", "go test -tags")
 	flag.Parse()
 	pkgs := flag.Args()
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
 	}
 
-	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", *benchtime}, pkgs...)
+	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", *benchtime}
+	if *tags != "" {
+		args = append(args, "-tags", *tags)
+	}
+	args = append(args, pkgs...)
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -84,9 +91,28 @@ func main() {
 		}
 		r := result{Name: m[1], Package: pkg}
 		r.Iterations, _ = strconv.ParseInt(m[2], 10, 64)
-		r.NsPerOp, _ = strconv.ParseFloat(m[3], 64)
-		r.BytesPerOp, _ = strconv.ParseFloat(m[4], 64)
-		r.AllocsPerOp, _ = strconv.ParseFloat(m[5], 64)
+		// The rest is "value unit" pairs: ns/op, B/op, allocs/op and any
+		// metric the benchmark reported itself.
+		fields := strings.Fields(m[3])
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			switch unit := fields[i+1]; unit {
+			case "ns/op":
+				r.NsPerOp = v
+			case "B/op":
+				r.BytesPerOp = v
+			case "allocs/op":
+				r.AllocsPerOp = v
+			default:
+				if r.Metrics == nil {
+					r.Metrics = map[string]float64{}
+				}
+				r.Metrics[unit] = v
+			}
+		}
 		rep.Results = append(rep.Results, r)
 	}
 	if err := cmd.Wait(); err != nil {

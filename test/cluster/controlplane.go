@@ -47,6 +47,9 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		BinaryAssetsDirectory: o.BinDir,
 		CRDDirectoryPaths:     o.CRDDirectories,
 		ErrorIfCRDPathMissing: len(o.CRDDirectories) > 0,
+		// A graceful stop drains long-running watches; give it time, so a
+		// restart in a fault-injection test is a clean stop and start.
+		ControlPlaneStopTimeout: 90 * time.Second,
 	}
 	api := cp.env.ControlPlane.GetAPIServer()
 	api.CertDir = certDir
@@ -56,6 +59,7 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 	// mount no token, and the controller-manager creates the accounts.
 	args.Set("service-cluster-ip-range", "10.96.0.0/16")
 	args.Set("allow-privileged", "true")
+	args.Set("shutdown-delay-duration", "0s")
 	etcd := cp.env.ControlPlane.Etcd
 	if etcd == nil {
 		etcd = &envtest.Etcd{}
@@ -184,6 +188,10 @@ func (cp *controlPlane) stop() {
 // with the same certificates, for fault-injection tests.
 func (cp *controlPlane) restartAPIServer() error {
 	api := cp.env.ControlPlane.GetAPIServer()
+	start := time.Now()
+	defer func() {
+		fmt.Fprintf(cp.logWriter(), "cluster: kube-apiserver restarted in %s\n", time.Since(start).Round(time.Millisecond))
+	}()
 	if err := api.Stop(); err != nil {
 		return fmt.Errorf("stopping kube-apiserver: %w", err)
 	}
@@ -209,4 +217,10 @@ func logFile(dir, name string) (*os.File, *os.File) {
 		return nil, nil
 	}
 	return f, f
+}
+
+// logWriter appends to the cluster's own log.
+func (cp *controlPlane) logWriter() *os.File {
+	f, _ := logFile(cp.logDir, "cluster.log")
+	return f
 }

@@ -78,7 +78,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 	}
 	mux := http.NewServeMux()
 	n, err := nodeutil.NewNode(o.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-		prov.secrets, prov.configMaps = pc.Secrets, pc.ConfigMaps
+		prov.secrets, prov.configMaps, prov.podLister = pc.Secrets, pc.ConfigMaps, pc.Pods
 		prov.env = &envResolver{secrets: pc.Secrets, configMaps: pc.ConfigMaps}
 		if o.Zone != "" {
 			pc.Node.Labels[corev1.LabelTopologyZone] = o.Zone
@@ -117,6 +117,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 	}
 	nctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = n.Run(nctx) }()
+	go prov.resync(nctx)
 	waitCtx, waitCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer waitCancel()
 	if err := n.WaitReady(waitCtx, 60*time.Second); err != nil {

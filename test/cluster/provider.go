@@ -34,6 +34,7 @@ type provider struct {
 	client     kubernetes.Interface
 	secrets    corev1listers.SecretLister
 	configMaps corev1listers.ConfigMapLister
+	podLister  corev1listers.PodLister
 	env        *envResolver
 
 	mu     sync.Mutex
@@ -634,6 +635,78 @@ func (c *containerRuntime) status(initDone bool) corev1.ContainerStatus {
 		cs.Ready = true
 	}
 	return cs
+}
+
+// resync re-sends a pod's status when the API server holds a different one,
+// as the kubelet's status manager does: the node lifecycle controller marks
+// pods NotReady while a node is unreachable, and nothing else would set them
+// right again once the node is back.
+func (p *provider) resync(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		pods := make([]*podRuntime, 0, len(p.pods))
+		for _, r := range p.pods {
+			pods = append(pods, r)
+		}
+		lister := p.podLister
+		p.mu.Unlock()
+		if lister == nil {
+			continue
+		}
+		for _, r := range pods {
+			live, err := lister.Pods(r.pod.Namespace).Get(r.pod.Name)
+			if err != nil || live.UID != r.pod.UID {
+				continue
+			}
+			p.mu.Lock()
+			ours := r.status()
+			p.mu.Unlock()
+			if !sameStatus(live.Status, ours) {
+				r.publishAlways()
+			}
+		}
+	}
+}
+
+// sameStatus compares what the kubelet is the authority on.
+func sameStatus(a, b corev1.PodStatus) bool {
+	if a.Phase != b.Phase || a.PodIP != b.PodIP || len(a.ContainerStatuses) != len(b.ContainerStatuses) {
+		return false
+	}
+	cond := func(st corev1.PodStatus, t corev1.PodConditionType) corev1.ConditionStatus {
+		for _, c := range st.Conditions {
+			if c.Type == t {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	for _, t := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady, corev1.PodInitialized} {
+		if cond(a, t) != cond(b, t) {
+			return false
+		}
+	}
+	for i := range a.ContainerStatuses {
+		x, y := a.ContainerStatuses[i], b.ContainerStatuses[i]
+		if x.Ready != y.Ready || x.RestartCount != y.RestartCount || (x.State.Running == nil) != (y.State.Running == nil) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *podRuntime) publishAlways() {
+	r.p.mu.Lock()
+	r.lastSent = nil
+	r.p.mu.Unlock()
+	r.publish()
 }
 
 // publish sends the pod's status to virtual-kubelet when it changed.

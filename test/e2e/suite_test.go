@@ -1,0 +1,186 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/test/cluster"
+)
+
+// Limits of the suite, in one place. They bound waits; nothing asserts
+// that anything is fast (benchmarks measure speed).
+var limits = struct {
+	ClusterReady time.Duration // apply → CacheCluster Running
+	PodRestart   time.Duration // a killed or deleted pod serving again
+	Cleanup      time.Duration // deletion → processes and data gone
+	Poll         time.Duration
+}{
+	ClusterReady: 3 * time.Minute,
+	PodRestart:   2 * time.Minute,
+	Cleanup:      2 * time.Minute,
+	Poll:         250 * time.Millisecond,
+}
+
+var (
+	env     *cluster.Cluster
+	k8s     client.Client
+	scheme  = kruntime.NewScheme()
+	repo    string
+	binDir  string
+	manager *exec.Cmd
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_, file, _, _ := runtime.Caller(0)
+	repo = filepath.Join(filepath.Dir(file), "..", "..")
+	binDir = filepath.Join(repo, "bin")
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: the process-backed cluster needs root (network and mount namespaces)")
+		return 1
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: redis-server is missing: apt-get install redis-server redis-tools")
+		return 1
+	}
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = cachev1alpha1.AddToScheme(scheme)
+
+	managerBin := filepath.Join(binDir, "manager")
+	build := exec.Command("go", "build", "-o", managerBin, "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building the manager:", err)
+		return 1
+	}
+
+	dir, err := os.MkdirTemp("", "cacheops-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	start := time.Now()
+	env, err = cluster.Start(ctx, cluster.Options{
+		Dir:            dir,
+		BinDir:         binDir,
+		CRDDirectories: []string{filepath.Join(repo, "charts", "cacheops", "crds")},
+		Nodes: []cluster.NodeOptions{
+			{Name: "node-a", Zone: "zone-a"}, {Name: "node-b", Zone: "zone-b"}, {Name: "node-c", Zone: "zone-c"},
+		},
+		Bridge: "cacheopse2e",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: cluster up in %s; state in %s\n", time.Since(start).Round(time.Millisecond), dir)
+	code := func() int {
+		defer env.Stop()
+		k8s, err = client.New(env.Config(), client.Options{Scheme: scheme})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := startManager(managerBin, dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		defer stopManager()
+		code := m.Run()
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "e2e: logs are in %s (manager.log, logs/, logs/pods/)\n", dir)
+		}
+		return code
+	}()
+	if leaks := leftovers(); len(leaks) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: processes or namespaces left behind after the suite:\n  %s\n", strings.Join(leaks, "\n  "))
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "e2e: nothing left running")
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	}
+	return code
+}
+
+// startManager runs the real operator binary against the cluster.
+func startManager(bin, dir string) error {
+	logf, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return err
+	}
+	manager = exec.Command(bin, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0")
+	manager.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
+	manager.Stdout, manager.Stderr = logf, logf
+	manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return manager.Start()
+}
+
+func stopManager() {
+	if manager == nil || manager.Process == nil {
+		return
+	}
+	_ = manager.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = manager.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = manager.Process.Kill()
+		<-done
+	}
+}
+
+// leftovers lists what the suite started and did not stop: control-plane
+// and manager processes from bin/, redis-server processes in a network
+// namespace other than ours, and pod network namespaces.
+func leftovers() []string {
+	var out []string
+	self, _ := os.Readlink("/proc/self/ns/net")
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid := e.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		exe, err := os.Readlink("/proc/" + pid + "/exe")
+		if err != nil {
+			continue
+		}
+		ns, _ := os.Readlink("/proc/" + pid + "/ns/net")
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		line := strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " ")
+		switch {
+		case strings.HasPrefix(exe, binDir+"/"):
+			out = append(out, fmt.Sprintf("pid %s: %s", pid, line))
+		case strings.HasSuffix(exe, "/redis-server") && ns != self:
+			out = append(out, fmt.Sprintf("pid %s: %s (pod network namespace)", pid, line))
+		}
+	}
+	nsList, _ := exec.Command("ip", "netns", "list").Output()
+	for _, l := range strings.Split(string(nsList), "\n") {
+		if strings.HasPrefix(l, "cacheops-") {
+			out = append(out, "network namespace "+strings.Fields(l)[0])
+		}
+	}
+	return out
+}
