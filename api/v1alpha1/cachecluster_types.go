@@ -255,6 +255,46 @@ type CacheClusterStatus struct {
 	// +listType=map
 	// +listMapKey=podName
 	Nodes []NodeStatus `json:"nodes,omitempty"`
+
+	// CurrentMaster is the pod the day-two controller made master. Clients
+	// reach it through the cluster's Service, which selects the pod labelled
+	// master.
+	// +optional
+	CurrentMaster string `json:"currentMaster,omitempty"`
+
+	// Operation is the day-two operation in progress, recorded before its
+	// first step so that an operator restarted in the middle finishes the
+	// same operation.
+	// +optional
+	Operation *OperationStatus `json:"operation,omitempty"`
+}
+
+// OperationType names a day-two operation.
+// +kubebuilder:validation:Enum=Failover
+type OperationType string
+
+const (
+	// OperationFailover replaces a failed master with its best replica.
+	OperationFailover OperationType = "Failover"
+)
+
+// OperationStatus is one day-two operation in progress.
+type OperationStatus struct {
+	// ID identifies the operation in logs and Events.
+	ID string `json:"id"`
+	// Type of the operation.
+	Type OperationType `json:"type"`
+	// FromPod is the master being replaced.
+	// +optional
+	FromPod string `json:"fromPod,omitempty"`
+	// ToPod is the pod that becomes master.
+	// +optional
+	ToPod string `json:"toPod,omitempty"`
+	// Reason says why the operation started.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// StartedAt is when the operation was recorded.
+	StartedAt metav1.Time `json:"startedAt"`
 }
 
 // CacheCluster is a Redis-compatible cache: one master, its replicas, and

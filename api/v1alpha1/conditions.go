@@ -77,6 +77,16 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
+// Event reasons of the day-two controller.
+const (
+	EventMasterElected     = "MasterElected"
+	EventFailoverStarted   = "FailoverStarted"
+	EventFailoverCompleted = "FailoverCompleted"
+	EventFailoverBlocked   = "FailoverBlocked"
+	EventFenced            = "Fenced"
+	EventReplicaRepointed  = "ReplicaRepointed"
+)
+
 // Labels and annotations the operator puts on the objects it renders.
 const (
 	// LabelCluster names the CacheCluster an object belongs to. It is used

@@ -1,6 +1,7 @@
 // Command manager runs the cacheops operator: the day-one controller that
-// renders and applies each CacheCluster's objects, with metrics, health
-// probes and leader election.
+// renders and applies each CacheCluster's objects, and the day-two
+// controller that manages replication roles and failover, with metrics,
+// health probes and leader election.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	daytwo "github.com/cacheops/cacheops/dayTwo"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
 
@@ -77,6 +79,10 @@ func main() {
 	}
 	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
+		os.Exit(1)
+	}
+	if err := (&daytwo.Reconciler{}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "Cannot set up controller", "controller", daytwo.ControllerName)
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

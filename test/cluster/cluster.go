@@ -87,7 +87,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
-	if c.client, err = kubernetes.NewForConfig(cp.config); err != nil {
+	// The nodes report every pod's status through this client; client-go's
+	// default rate limit (5 per second) would delay them by seconds.
+	nodeCfg := rest.CopyConfig(cp.config)
+	nodeCfg.QPS, nodeCfg.Burst = 500, 1000
+	if c.client, err = kubernetes.NewForConfig(nodeCfg); err != nil {
 		return fail(err)
 	}
 	if err := os.MkdirAll(c.podLogDir, 0o755); err != nil {

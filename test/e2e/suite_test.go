@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/test/cluster"
@@ -37,12 +39,14 @@ var limits = struct {
 }
 
 var (
-	env     *cluster.Cluster
-	k8s     client.Client
-	scheme  = kruntime.NewScheme()
-	repo    string
-	binDir  string
-	manager *exec.Cmd
+	stateDir   string
+	managerBin string
+	env        *cluster.Cluster
+	k8s        client.Client
+	scheme     = kruntime.NewScheme()
+	repo       string
+	binDir     string
+	manager    *exec.Cmd
 )
 
 func TestMain(m *testing.M) {
@@ -63,8 +67,9 @@ func run(m *testing.M) int {
 	}
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = cachev1alpha1.AddToScheme(scheme)
+	ctrllog.SetLogger(logr.Discard())
 
-	managerBin := filepath.Join(binDir, "manager")
+	managerBin = filepath.Join(binDir, "manager")
 	build := exec.Command("go", "build", "-o", managerBin, "./cmd/manager")
 	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -73,6 +78,7 @@ func run(m *testing.M) int {
 	}
 
 	dir, err := os.MkdirTemp("", "cacheops-e2e-")
+	stateDir = dir
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -122,9 +128,17 @@ func run(m *testing.M) int {
 	return code
 }
 
+// killManager kills the operator at once (SIGKILL), as a crash would.
+func killManager() {
+	if manager != nil && manager.Process != nil {
+		_ = manager.Process.Kill()
+		_ = manager.Wait()
+	}
+}
+
 // startManager runs the real operator binary against the cluster.
 func startManager(bin, dir string) error {
-	logf, err := os.Create(filepath.Join(dir, "manager.log"))
+	logf, err := os.OpenFile(filepath.Join(dir, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,371 @@
+package daytwo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+const (
+	// ControllerName names the controller in logs, metrics and Events.
+	ControllerName = "cachecluster-daytwo"
+	// FieldManager owns the role label of the pods.
+	FieldManager = "cacheops-daytwo"
+	// defaultProbeTimeout is spec.highAvailability.probeTimeoutSeconds'
+	// default.
+	defaultProbeTimeout = 5 * time.Second
+	// steadyRecheck re-plans a healthy cluster now and then, in case an
+	// event was missed.
+	steadyRecheck = 30 * time.Second
+)
+
+// Reconciler is the day-two controller of replication mode: it observes
+// every pod's Redis through the Prober, asks Plan for the next step and
+// takes exactly one step per reconcile.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Prober    *Prober
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// Reconcile takes one step towards a healthy replication topology.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	cc := &cachev1alpha1.CacheCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Prober.Forget(req.NamespacedName)
+			forgetMetrics(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cc.DeletionTimestamp.IsZero() || cc.Spec.Paused {
+		r.Prober.Forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(cc.Namespace), client.MatchingLabels{cachev1alpha1.LabelCluster: cc.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	password, err := r.password(ctx, cc)
+	if err != nil {
+		log.V(1).Info("Password not available yet", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+
+	timeout := probeTimeout(cc)
+	var targets []Target
+	var states []PodState
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
+			targets = append(targets, Target{Pod: p.Name, IP: p.Status.PodIP})
+		}
+	}
+	r.Prober.Ensure(cc, targets, password, probePeriod(timeout))
+	obs := r.Prober.Observations(req.NamespacedName)
+	for _, p := range pods.Items {
+		o, seen := obs[p.Name]
+		states = append(states, PodState{
+			Name: p.Name, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
+			Deleting: !p.DeletionTimestamp.IsZero(), Observed: seen && o.IP == p.Status.PodIP, Obs: o,
+		})
+	}
+	recordMetrics(req.NamespacedName, cc.Status.CurrentMaster, states)
+
+	snap := Snapshot{
+		Now: r.now(), ProbeTimeout: timeout,
+		AutoFailover:  autoFailover(cc),
+		CurrentMaster: cc.Status.CurrentMaster,
+		Operation:     cc.Status.Operation,
+		Pods:          states,
+	}
+	action := Plan(snap)
+	if cc.Status.Operation != nil {
+		log = log.WithValues("operation", cc.Status.Operation.ID)
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
+	switch action.Type {
+	case ActionNone:
+		return ctrl.Result{RequeueAfter: steadyRecheck}, nil
+	case ActionWait:
+		log.V(1).Info("Waiting", "action", action.String())
+		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
+	}
+	log.Info("Taking step", "action", action.String())
+	if err := r.execute(ctx, cc, snap, action); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		log.Error(err, "Step failed", "action", action.String())
+		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
+	}
+	// The next step right away; the prober's next look confirms this one.
+	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// execute takes one step.
+func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action) error {
+	log := ctrl.LoggerFrom(ctx)
+	switch a.Type {
+	case ActionBootstrap:
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMaster = a.Pod }); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
+		return nil
+
+	case ActionStartFailover:
+		id := newID()
+		if cc.Status.Operation != nil {
+			id = cc.Status.Operation.ID
+		}
+		op := &cachev1alpha1.OperationStatus{
+			ID: id, Type: cachev1alpha1.OperationFailover, FromPod: a.Master, ToPod: a.Pod,
+			Reason: a.Reason, StartedAt: metav1.NewTime(r.now()),
+		}
+		if cc.Status.Operation != nil {
+			op.StartedAt = cc.Status.Operation.StartedAt
+		}
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+			return err
+		}
+		log.Info("Failover started", "operation", id, "from", a.Master, "to", a.Pod, "reason", a.Reason)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFailoverStarted, "Failover", "Failover %s: %s; promoting %s", id, a.Reason, a.Pod)
+		return nil
+
+	case ActionUnlabel:
+		return r.setRole(ctx, cc.Namespace, a.Pod, "")
+	case ActionLabelMaster:
+		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleMaster)
+	case ActionLabelReplica:
+		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleReplica)
+
+	case ActionPromote:
+		pw, err := r.password(ctx, cc)
+		if err != nil {
+			return err
+		}
+		if cc.Status.Operation != nil {
+			// Decide on fresh offsets, not on the last probe: a replica may
+			// have received more of the stream since.
+			if better := r.freshBest(ctx, snap, cc.Status.Operation, pw); better != "" && better != a.Pod {
+				log.Info("A replica holds more data than the chosen one; changing the failover target", "from", a.Pod, "to", better)
+				return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+					op := st.Operation.DeepCopy()
+					op.ToPod = better
+					st.Operation = op
+				})
+			}
+		}
+		p, _ := snap.pod(a.Pod)
+		return replicaOf(ctx, p.IP, pw, "NO", "ONE")
+
+	case ActionRepoint, ActionFence:
+		pw, err := r.password(ctx, cc)
+		if err != nil {
+			return err
+		}
+		p, _ := snap.pod(a.Pod)
+		m, ok := snap.pod(a.Master)
+		if !ok || m.IP == "" {
+			return fmt.Errorf("master %s has no address", a.Master)
+		}
+		if err := replicaOf(ctx, p.IP, pw, m.IP, "6379"); err != nil {
+			return err
+		}
+		if a.Type == ActionFence {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFenced, "Fence", "%s believed it was master; made it a replica of %s", a.Pod, a.Master)
+		}
+		return nil
+
+	case ActionCompleteFailover:
+		op := cc.Status.Operation
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			st.CurrentMaster = a.Pod
+			st.Operation = nil
+		}); err != nil {
+			return err
+		}
+		took := r.now().Sub(op.StartedAt.Time)
+		failovers.WithLabelValues(cc.Namespace, cc.Name).Inc()
+		failoverDuration.WithLabelValues(cc.Namespace, cc.Name).Observe(took.Seconds())
+		log.Info("Failover completed", "from", op.FromPod, "to", a.Pod, "duration", took.String())
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventFailoverCompleted, "Failover", "Failover %s completed: %s→%s in %s", op.ID, op.FromPod, a.Pod, took.Round(time.Millisecond))
+		return nil
+	}
+	return fmt.Errorf("unknown action %s", a.Type)
+}
+
+// freshBest probes the failover target and the other replicas now and
+// returns the one with the highest offset.
+func (r *Reconciler) freshBest(ctx context.Context, snap Snapshot, op *cachev1alpha1.OperationStatus, pw string) string {
+	fresh := snap
+	fresh.Pods = nil
+	for _, p := range snap.Pods {
+		if p.Name != op.FromPod && p.IP != "" && !p.Deleting {
+			p.Obs = ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
+			p.Observed = true
+		}
+		fresh.Pods = append(fresh.Pods, p)
+	}
+	best, _ := chooseCandidate(fresh, op.FromPod)
+	return best
+}
+
+// setRole sets (or, with "", removes) a pod's role label with a merge patch
+// under our own field manager.
+func (r *Reconciler) setRole(ctx context.Context, ns, pod, role string) error {
+	value := "null"
+	if role != "" {
+		value = fmt.Sprintf("%q", role)
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, cachev1alpha1.LabelRole, value))
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
+}
+
+// patchStatus changes day-two's part of the status, guarded by the
+// resourceVersion it was read at.
+func (r *Reconciler) patchStatus(ctx context.Context, cc *cachev1alpha1.CacheCluster, mutate func(*cachev1alpha1.CacheClusterStatus)) error {
+	original := cc.DeepCopy()
+	mutate(&cc.Status)
+	if equality.Semantic.DeepEqual(original.Status, cc.Status) {
+		return nil
+	}
+	return r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+}
+
+// password reads the cluster's Redis password.
+func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluster) (string, error) {
+	name, key := renderer.AuthSecretName(cc), renderer.DefaultSecretKey
+	var rd client.Reader = r.Client
+	if ref := cc.Spec.Auth.SecretRef; ref != nil {
+		name = ref.Name
+		if ref.Key != "" {
+			key = ref.Key
+		}
+		// The user's Secret is not in our label-filtered cache.
+		rd = r.APIReader
+	}
+	s := &corev1.Secret{}
+	if err := rd.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: name}, s); err != nil {
+		return "", err
+	}
+	pw := string(s.Data[key])
+	if pw == "" {
+		return "", fmt.Errorf("secret %s has no key %s", name, key)
+	}
+	return pw, nil
+}
+
+func replicaOf(ctx context.Context, ip, password, host, port string) error {
+	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer c.Close()
+	return c.Do(ctx, "REPLICAOF", host, port).Err()
+}
+
+func probeTimeout(cc *cachev1alpha1.CacheCluster) time.Duration {
+	if s := cc.Spec.HighAvailability.ProbeTimeoutSeconds; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return defaultProbeTimeout
+}
+
+// probePeriod looks four times per timeout, so a dead master is noticed
+// within a quarter of the timeout after it expires.
+func probePeriod(timeout time.Duration) time.Duration {
+	p := timeout / 4
+	return min(max(p, 100*time.Millisecond), 2*time.Second)
+}
+
+func autoFailover(cc *cachev1alpha1.CacheCluster) bool {
+	ha := cc.Spec.HighAvailability
+	if ha.Enabled != nil && !*ha.Enabled {
+		return false
+	}
+	return ha.AutoFailover == nil || *ha.AutoFailover
+}
+
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func objectMeta(key types.NamespacedName) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
+}
+
+// SetupWithManager registers the controller: CacheClusters, their pods, and
+// the prober's wake-ups.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(ControllerName)
+	}
+	if r.Prober == nil {
+		r.Prober = NewProber()
+	}
+	if err := mgr.Add(stopProber{r.Prober}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := o.GetLabels()[cachev1alpha1.LabelCluster]
+			if name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+		})).
+		WatchesRawSource(source.Channel(r.Prober.events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// stopProber ends all probing when the manager stops.
+type stopProber struct{ p *Prober }
+
+func (s stopProber) Start(ctx context.Context) error {
+	<-ctx.Done()
+	s.p.Stop()
+	return nil
+}

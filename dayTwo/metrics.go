@@ -1,0 +1,76 @@
+package daytwo
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cacheops_failovers_total",
+		Help: "Completed failovers by cluster.",
+	}, []string{"namespace", "cluster"})
+
+	failoverDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cacheops_failover_duration_seconds",
+		Help:    "Time from recording a failover to its completion.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
+	}, []string{"namespace", "cluster"})
+
+	podRole = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_redis_role",
+		Help: "1 when the pod is the recorded master, 0 when it is a replica.",
+	}, []string{"namespace", "cluster", "pod"})
+
+	replicationLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_replication_lag_bytes",
+		Help: "Master replication offset minus the replica's, as last probed.",
+	}, []string{"namespace", "cluster", "pod"})
+
+	podReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_redis_reachable",
+		Help: "1 when the pod's Redis answered the last probe.",
+	}, []string{"namespace", "cluster", "pod"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable)
+}
+
+// recordMetrics exports what the last probes saw. Offsets and lag live here,
+// not in the status, because they change on every write.
+func recordMetrics(key types.NamespacedName, master string, pods []PodState) {
+	var masterOffset int64
+	for _, p := range pods {
+		if p.Name == master && p.Observed {
+			masterOffset = p.Obs.Offset
+		}
+	}
+	for _, p := range pods {
+		if !p.Observed {
+			continue
+		}
+		role := 0.0
+		if p.Name == master {
+			role = 1
+		}
+		podRole.WithLabelValues(key.Namespace, key.Name, p.Name).Set(role)
+		reach := 0.0
+		if p.Obs.Reachable {
+			reach = 1
+		}
+		podReachable.WithLabelValues(key.Namespace, key.Name, p.Name).Set(reach)
+		if p.Name != master && masterOffset > 0 {
+			replicationLag.WithLabelValues(key.Namespace, key.Name, p.Name).Set(float64(max(masterOffset-p.Obs.Offset, 0)))
+		}
+	}
+}
+
+// forgetMetrics drops the series of a deleted cluster.
+func forgetMetrics(key types.NamespacedName) {
+	labels := prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name}
+	podRole.DeletePartialMatch(labels)
+	replicationLag.DeletePartialMatch(labels)
+	podReachable.DeletePartialMatch(labels)
+}

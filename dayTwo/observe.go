@@ -1,0 +1,279 @@
+package daytwo
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// Observation is what one probe of one pod's Redis saw. LastSeen is the
+// last time the pod answered; it is what failure detection measures.
+type Observation struct {
+	Pod       string
+	IP        string
+	Reachable bool
+	LastSeen  time.Time
+	Err       string
+
+	// Role is "master" or "slave", as INFO replication says.
+	Role              string
+	MasterHost        string
+	MasterLinkUp      bool
+	ConnectedReplicas int
+	// Offset is master_repl_offset on a master, slave_repl_offset on a
+	// replica: how much of the replication stream the pod holds.
+	Offset  int64
+	ReplID  string
+	Keys    int64
+	Loading bool
+	// UptimeSeconds tells a restarted server from one that kept running.
+	UptimeSeconds int64
+}
+
+// Target is a pod to probe.
+type Target struct {
+	Pod string
+	IP  string
+}
+
+// Prober polls every pod of every CacheCluster it is told about, one
+// goroutine per cluster, and wakes the reconciler through a channel when
+// something that matters changed (reachability, role, master, link). It
+// never wakes it for offsets, which change on every write.
+type Prober struct {
+	events chan event.GenericEvent
+
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*clusterProbe
+}
+
+type clusterProbe struct {
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	targets  []Target
+	password string
+	period   time.Duration
+	results  map[string]Observation
+}
+
+// NewProber returns a prober whose wake-ups arrive on Events().
+func NewProber() *Prober {
+	return &Prober{events: make(chan event.GenericEvent, 1024), clusters: map[types.NamespacedName]*clusterProbe{}}
+}
+
+// Events is the channel source for the reconciler.
+func (p *Prober) Events() <-chan event.GenericEvent { return p.events }
+
+// Ensure starts or updates the probing of one cluster.
+func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, password string, period time.Duration) {
+	key := types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
+	p.mu.Lock()
+	cp, ok := p.clusters[key]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}}
+		p.clusters[key] = cp
+		cp.set(targets, password, period)
+		go p.run(ctx, key, cp)
+	}
+	p.mu.Unlock()
+	cp.set(targets, password, period)
+}
+
+func (cp *clusterProbe) set(targets []Target, password string, period time.Duration) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.targets, cp.password, cp.period = targets, password, period
+	keep := map[string]bool{}
+	for _, t := range targets {
+		keep[t.Pod] = true
+	}
+	for pod, o := range cp.results {
+		// A pod that is gone, or came back with another address, starts
+		// over.
+		if !keep[pod] {
+			delete(cp.results, pod)
+			continue
+		}
+		for _, t := range targets {
+			if t.Pod == pod && t.IP != o.IP {
+				delete(cp.results, pod)
+			}
+		}
+	}
+}
+
+// Forget stops probing a cluster (it was deleted or paused).
+func (p *Prober) Forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cp, ok := p.clusters[key]; ok {
+		cp.cancel()
+		delete(p.clusters, key)
+	}
+}
+
+// Observations returns the latest observation of every probed pod.
+func (p *Prober) Observations(key types.NamespacedName) map[string]Observation {
+	p.mu.Lock()
+	cp, ok := p.clusters[key]
+	p.mu.Unlock()
+	out := map[string]Observation{}
+	if !ok {
+		return out
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for k, v := range cp.results {
+		out[k] = v
+	}
+	return out
+}
+
+// Stop ends all probing.
+func (p *Prober) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, cp := range p.clusters {
+		cp.cancel()
+		delete(p.clusters, k)
+	}
+}
+
+func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterProbe) {
+	for {
+		cp.mu.Lock()
+		targets := append([]Target(nil), cp.targets...)
+		password, period := cp.password, cp.period
+		cp.mu.Unlock()
+
+		start := time.Now()
+		var wg sync.WaitGroup
+		results := make([]Observation, len(targets))
+		for i, t := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = ProbeOnce(ctx, t, password, period)
+			}()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
+
+		wake := false
+		cp.mu.Lock()
+		for _, o := range results {
+			prev, had := cp.results[o.Pod]
+			if !o.Reachable && had {
+				o.LastSeen = prev.LastSeen
+				// Keep what we knew about the pod's data; only reachability
+				// changed.
+				o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
+			}
+			if !had || significant(prev, o) || !o.Reachable {
+				wake = true
+			}
+			cp.results[o.Pod] = o
+		}
+		cp.mu.Unlock()
+		if wake {
+			select {
+			case p.events <- event.GenericEvent{Object: &cachev1alpha1.CacheCluster{ObjectMeta: objectMeta(key)}}:
+			default:
+			}
+		}
+		wait := period - time.Since(start)
+		if wait < 10*time.Millisecond {
+			wait = 10 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// significant tells changes the planner must react to.
+func significant(a, b Observation) bool {
+	return a.Reachable != b.Reachable || a.Role != b.Role || a.MasterHost != b.MasterHost ||
+		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID ||
+		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds
+}
+
+// ProbeOnce asks one pod's Redis for its replication state, within the
+// given timeout.
+func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Duration) Observation {
+	o := Observation{Pod: t.Pod, IP: t.IP}
+	if t.IP == "" {
+		o.Err = "pod has no address"
+		return o
+	}
+	c := redis.NewClient(&redis.Options{
+		Addr: net.JoinHostPort(t.IP, "6379"), Password: password,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+	})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, err := c.Info(ctx, "server", "replication", "persistence", "keyspace").Result()
+	if err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	o.Reachable, o.LastSeen = true, time.Now()
+	parseInfo(info, &o)
+	return o
+}
+
+// parseInfo reads the fields of INFO the planner needs.
+func parseInfo(info string, o *Observation) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "role":
+			o.Role = v
+		case k == "master_host":
+			o.MasterHost = v
+		case k == "master_link_status":
+			o.MasterLinkUp = v == "up"
+		case k == "connected_slaves":
+			o.ConnectedReplicas, _ = strconv.Atoi(v)
+		case k == "master_replid":
+			o.ReplID = v
+		case k == "loading":
+			o.Loading = v == "1"
+		case k == "uptime_in_seconds":
+			o.UptimeSeconds, _ = strconv.ParseInt(v, 10, 64)
+		case k == "master_repl_offset" && o.Role != "slave":
+			o.Offset, _ = strconv.ParseInt(v, 10, 64)
+		case k == "slave_repl_offset":
+			o.Offset, _ = strconv.ParseInt(v, 10, 64)
+		case strings.HasPrefix(k, "db"):
+			// db0:keys=3,expires=0,avg_ttl=0
+			for _, part := range strings.Split(v, ",") {
+				if n, ok := strings.CutPrefix(part, "keys="); ok {
+					keys, _ := strconv.ParseInt(n, 10, 64)
+					o.Keys += keys
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package daytwo
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// ActionType names the one step the executor takes next.
+type ActionType string
+
+// The steps of day-two replication management. Each is idempotent: doing it
+// twice leaves the same state.
+const (
+	// ActionNone: the topology is as it should be.
+	ActionNone ActionType = "None"
+	// ActionWait: something must happen first (a pod to answer, a timeout
+	// to pass); Reason says what.
+	ActionWait ActionType = "Wait"
+	// ActionBootstrap records the first master in the status.
+	ActionBootstrap ActionType = "Bootstrap"
+	// ActionStartFailover records the failover (from, to) in the status
+	// before any step of it is taken.
+	ActionStartFailover ActionType = "StartFailover"
+	// ActionUnlabel takes the master label off a pod so the Service stops
+	// sending it traffic.
+	ActionUnlabel ActionType = "Unlabel"
+	// ActionPromote makes a pod master (REPLICAOF NO ONE).
+	ActionPromote ActionType = "Promote"
+	// ActionLabelMaster labels the master so the Service selects it.
+	ActionLabelMaster ActionType = "LabelMaster"
+	// ActionLabelReplica labels a replica.
+	ActionLabelReplica ActionType = "LabelReplica"
+	// ActionRepoint makes a replica follow the master (REPLICAOF master).
+	ActionRepoint ActionType = "Repoint"
+	// ActionFence makes a pod that believes it is master a replica of the
+	// real master, before it gets any traffic.
+	ActionFence ActionType = "Fence"
+	// ActionCompleteFailover records the new master and ends the operation.
+	ActionCompleteFailover ActionType = "CompleteFailover"
+)
+
+// Action is the planner's decision.
+type Action struct {
+	Type ActionType
+	// Pod the action is about.
+	Pod string
+	// Master is the pod Pod must follow (Repoint, Fence) or the failed
+	// master (StartFailover).
+	Master string
+	Reason string
+}
+
+func (a Action) String() string {
+	s := string(a.Type)
+	if a.Pod != "" {
+		s += " " + a.Pod
+	}
+	if a.Master != "" {
+		s += " (master " + a.Master + ")"
+	}
+	if a.Reason != "" {
+		s += ": " + a.Reason
+	}
+	return s
+}
+
+// PodState is one pod as the planner sees it: from the API server and from
+// the last probe of its Redis.
+type PodState struct {
+	Name      string
+	IP        string
+	RoleLabel string
+	Deleting  bool
+	// Observed is false until the prober has looked at the pod once.
+	Observed bool
+	Obs      Observation
+}
+
+// Ordinal is the StatefulSet ordinal of the pod (name-N).
+func (p PodState) Ordinal() int {
+	i := strings.LastIndexByte(p.Name, '-')
+	n, err := strconv.Atoi(p.Name[i+1:])
+	if err != nil {
+		return 1 << 30
+	}
+	return n
+}
+
+// Snapshot is everything the planner decides on. Plan is a pure function of
+// it, so a decision can be tested, logged and replayed.
+type Snapshot struct {
+	Now          time.Time
+	ProbeTimeout time.Duration
+	AutoFailover bool
+	// CurrentMaster and Operation come from the CacheCluster status.
+	CurrentMaster string
+	Operation     *cachev1alpha1.OperationStatus
+	Pods          []PodState
+}
+
+func (s Snapshot) pod(name string) (PodState, bool) {
+	for _, p := range s.Pods {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return PodState{}, false
+}
+
+// down tells whether a pod has been unreachable for longer than the probe
+// timeout (or is gone).
+func (s Snapshot) down(name string) bool {
+	p, ok := s.pod(name)
+	if !ok || p.Deleting {
+		return true
+	}
+	if !p.Observed {
+		return false
+	}
+	if p.Obs.Reachable {
+		return false
+	}
+	return p.Obs.LastSeen.IsZero() || s.Now.Sub(p.Obs.LastSeen) > s.ProbeTimeout
+}
+
+func healthy(p PodState) bool {
+	return p.Observed && p.Obs.Reachable && !p.Obs.Loading && !p.Deleting
+}
+
+// Plan returns the next step towards: one master, recorded in the status
+// and labelled; every other reachable pod a replica of it, labelled replica;
+// a failed master replaced by the replica holding the most data.
+func Plan(s Snapshot) Action {
+	if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationFailover {
+		return planFailover(s)
+	}
+	if s.CurrentMaster == "" {
+		return planBootstrap(s)
+	}
+
+	master, exists := s.pod(s.CurrentMaster)
+	if !exists || s.down(s.CurrentMaster) {
+		if !s.AutoFailover {
+			return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off"}
+		}
+		cand, why := chooseCandidate(s, s.CurrentMaster)
+		if cand == "" {
+			return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why}
+		}
+		return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
+	}
+	if !healthy(master) {
+		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer"}
+	}
+
+	// A master that restarted empty must not wipe replicas that kept the
+	// data: fail over to them instead.
+	if master.Obs.Role == "master" && master.Obs.Keys == 0 {
+		for _, p := range s.Pods {
+			if p.Name != master.Name && healthy(p) && p.Obs.Keys > 0 && !(p.Obs.Role == "slave" && p.Obs.MasterHost == master.IP && p.Obs.MasterLinkUp) {
+				if s.AutoFailover {
+					return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: fmt.Sprintf("master %s came back empty while replicas hold data", master.Name)}
+				}
+				return Action{Type: ActionWait, Pod: master.Name, Reason: "master came back empty while replicas hold data; automatic failover is off"}
+			}
+		}
+	}
+
+	// The designated master must be a master in Redis too.
+	if master.Obs.Role != "master" {
+		return Action{Type: ActionPromote, Pod: master.Name, Reason: "the recorded master is a replica in Redis"}
+	}
+	// Never two master labels: take it off every other pod first.
+	for _, p := range s.Pods {
+		if p.Name != master.Name && p.RoleLabel == cachev1alpha1.RoleMaster {
+			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "only " + master.Name + " may carry the master label"}
+		}
+	}
+	if master.RoleLabel != cachev1alpha1.RoleMaster {
+		return Action{Type: ActionLabelMaster, Pod: master.Name}
+	}
+	for _, p := range sortedPods(s) {
+		if p.Name == master.Name || !healthy(p) {
+			continue
+		}
+		switch {
+		case p.Obs.Role == "master":
+			return Action{Type: ActionFence, Pod: p.Name, Master: master.Name, Reason: p.Name + " believes it is master"}
+		case p.Obs.MasterHost != master.IP:
+			return Action{Type: ActionRepoint, Pod: p.Name, Master: master.Name, Reason: fmt.Sprintf("follows %q instead of %s", p.Obs.MasterHost, master.IP)}
+		case p.RoleLabel != cachev1alpha1.RoleReplica && p.Obs.MasterLinkUp:
+			return Action{Type: ActionLabelReplica, Pod: p.Name}
+		}
+	}
+	return Action{Type: ActionNone}
+}
+
+// planBootstrap chooses the first master: the reachable pod with the most
+// data (so a cluster whose status was lost never promotes an empty pod over
+// a full one), then the lowest ordinal.
+func planBootstrap(s Snapshot) Action {
+	var ready []PodState
+	for _, p := range s.Pods {
+		if healthy(p) {
+			ready = append(ready, p)
+		}
+	}
+	if len(ready) == 0 {
+		return Action{Type: ActionWait, Reason: "no pod answers yet"}
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		a, b := ready[i], ready[j]
+		if a.Obs.Keys != b.Obs.Keys {
+			return a.Obs.Keys > b.Obs.Keys
+		}
+		return a.Ordinal() < b.Ordinal()
+	})
+	return Action{Type: ActionBootstrap, Pod: ready[0].Name, Reason: "first master"}
+}
+
+// planFailover continues a recorded failover, step by step.
+func planFailover(s Snapshot) Action {
+	op := s.Operation
+	from, to := op.FromPod, op.ToPod
+	target, ok := s.pod(to)
+	if !ok || s.down(to) {
+		// The chosen pod died too: choose again, still away from the old master.
+		cand, why := chooseCandidate(s, from, to)
+		if cand == "" {
+			return Action{Type: ActionWait, Pod: to, Reason: "failover target is down and no other replica can take over: " + why}
+		}
+		return Action{Type: ActionStartFailover, Pod: cand, Master: from, Reason: "failover target " + to + " is down"}
+	}
+	// 1. No traffic to the old master through the Service.
+	if old, ok := s.pod(from); ok && old.RoleLabel == cachev1alpha1.RoleMaster {
+		return Action{Type: ActionUnlabel, Pod: from, Reason: "failover: stop traffic to the old master"}
+	}
+	for _, p := range s.Pods {
+		if p.Name != to && p.RoleLabel == cachev1alpha1.RoleMaster {
+			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "failover: only the new master may carry the label"}
+		}
+	}
+	if !healthy(target) {
+		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
+	}
+	// 2. Promote.
+	if target.Obs.Role != "master" {
+		return Action{Type: ActionPromote, Pod: to, Reason: "failover from " + from}
+	}
+	// 3. Traffic to the new master.
+	if target.RoleLabel != cachev1alpha1.RoleMaster {
+		return Action{Type: ActionLabelMaster, Pod: to, Reason: "failover from " + from}
+	}
+	// 4. The other reachable pods follow it; the old master, when it
+	// answers, is fenced.
+	for _, p := range sortedPods(s) {
+		if p.Name == to || !healthy(p) {
+			continue
+		}
+		if p.Obs.Role == "master" {
+			return Action{Type: ActionFence, Pod: p.Name, Master: to, Reason: "failover: " + p.Name + " still believes it is master"}
+		}
+		if p.Obs.MasterHost != target.IP {
+			return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: follow the new master"}
+		}
+	}
+	return Action{Type: ActionCompleteFailover, Pod: to, Master: from}
+}
+
+// chooseCandidate picks the replica to promote: reachable, not loading,
+// not excluded; the highest replication offset; never an empty dataset
+// while another candidate has data; ties to the lowest ordinal.
+func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
+	skip := map[string]bool{}
+	for _, e := range exclude {
+		skip[e] = true
+	}
+	var cands []PodState
+	anyData := false
+	for _, p := range s.Pods {
+		if skip[p.Name] || !healthy(p) {
+			continue
+		}
+		cands = append(cands, p)
+		if p.Obs.Keys > 0 {
+			anyData = true
+		}
+	}
+	if len(cands) == 0 {
+		return "", "no reachable replica"
+	}
+	if anyData {
+		withData := cands[:0]
+		for _, p := range cands {
+			if p.Obs.Keys > 0 {
+				withData = append(withData, p)
+			}
+		}
+		cands = withData
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.Obs.Offset != b.Obs.Offset {
+			return a.Obs.Offset > b.Obs.Offset
+		}
+		return a.Ordinal() < b.Ordinal()
+	})
+	return cands[0].Name, ""
+}
+
+func bestOf(s Snapshot, exclude string) string {
+	c, _ := chooseCandidate(s, exclude)
+	return c
+}
+
+func sortedPods(s Snapshot) []PodState {
+	pods := append([]PodState(nil), s.Pods...)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Ordinal() < pods[j].Ordinal() })
+	return pods
+}

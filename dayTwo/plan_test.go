@@ -1,0 +1,277 @@
+package daytwo
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// pod builds a PodState; role is the Redis role, label the role label.
+func pod(name, ip, role, masterHost, label string, offset, keys int64) PodState {
+	return PodState{Name: name, IP: ip, RoleLabel: label, Observed: true, Obs: Observation{
+		Pod: name, IP: ip, Reachable: true, LastSeen: now, Role: role, MasterHost: masterHost,
+		MasterLinkUp: role == "slave" && masterHost != "", Offset: offset, Keys: keys,
+	}}
+}
+
+func down(p PodState, since time.Duration) PodState {
+	p.Obs.Reachable = false
+	p.Obs.LastSeen = now.Add(-since)
+	return p
+}
+
+const (
+	ip0 = "10.244.0.10"
+	ip1 = "10.244.0.11"
+	ip2 = "10.244.0.12"
+)
+
+// healthyCluster: c-0 master, c-1 and c-2 replicas, all labelled.
+func healthyCluster() []PodState {
+	return []PodState{
+		pod("c-0", ip0, "master", "", "master", 100, 10),
+		pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+		pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+	}
+}
+
+func failoverOp(from, to string) *cachev1alpha1.OperationStatus {
+	return &cachev1alpha1.OperationStatus{ID: "op1", Type: cachev1alpha1.OperationFailover, FromPod: from, ToPod: to, StartedAt: metav1.NewTime(now)}
+}
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name  string
+		given Snapshot
+		want  Action
+	}{
+		{
+			name:  "bootstrap waits until a pod answers",
+			given: Snapshot{Pods: []PodState{{Name: "c-0"}, {Name: "c-1"}}},
+			want:  Action{Type: ActionWait},
+		},
+		{
+			name: "bootstrap picks the lowest ordinal among empty pods",
+			given: Snapshot{Pods: []PodState{
+				pod("c-2", ip2, "master", "", "", 0, 0), pod("c-0", ip0, "master", "", "", 0, 0), pod("c-1", ip1, "master", "", "", 0, 0),
+			}},
+			want: Action{Type: ActionBootstrap, Pod: "c-0"},
+		},
+		{
+			name: "bootstrap never prefers an empty pod over one with data",
+			given: Snapshot{Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 0, 0), pod("c-1", ip1, "master", "", "", 50, 7),
+			}},
+			want: Action{Type: ActionBootstrap, Pod: "c-1"},
+		},
+		{
+			name:  "healthy cluster needs nothing",
+			given: Snapshot{CurrentMaster: "c-0", Pods: healthyCluster()},
+			want:  Action{Type: ActionNone},
+		},
+		{
+			name: "a new master gets its label",
+			given: Snapshot{CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 0, 0), pod("c-1", ip1, "master", "", "", 0, 0),
+			}},
+			want: Action{Type: ActionLabelMaster, Pod: "c-0"},
+		},
+		{
+			name: "another pod's master label goes first: never two",
+			given: Snapshot{CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 0, 0), pod("c-1", ip1, "slave", ip0, "master", 0, 0),
+			}},
+			want: Action{Type: ActionUnlabel, Pod: "c-1"},
+		},
+		{
+			name: "standalone pods become replicas of the master",
+			given: Snapshot{CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "master", 0, 0), pod("c-1", ip1, "master", "", "", 0, 0),
+			}},
+			want: Action{Type: ActionFence, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "a replica of another address is repointed",
+			given: Snapshot{CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "master", 0, 0), pod("c-1", ip1, "slave", "10.244.0.99", "replica", 0, 0),
+			}},
+			want: Action{Type: ActionRepoint, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "an in-sync replica gets its label",
+			given: Snapshot{CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "master", 0, 0), pod("c-1", ip1, "slave", ip0, "", 0, 0),
+			}},
+			want: Action{Type: ActionLabelReplica, Pod: "c-1"},
+		},
+		{
+			name: "a master unreachable for less than the timeout is not failed over",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: func() []PodState {
+				p := healthyCluster()
+				p[0] = down(p[0], 500*time.Millisecond)
+				return p
+			}()},
+			want: Action{Type: ActionWait, Pod: "c-0"},
+		},
+		{
+			name: "a master down past the timeout fails over to the replica with the highest offset",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 110, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "equal offsets: the lowest ordinal wins",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				pod("c-2", ip2, "slave", ip0, "replica", 110, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "an empty replica is never promoted while another holds data",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 500, 0),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a gone master pod fails over too",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "automatic failover off: wait",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0"},
+		},
+		{
+			name: "no replica answers: wait",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0"},
+		},
+		{
+			name: "two pods claim master in Redis: the other one is fenced",
+			given: Snapshot{CurrentMaster: "c-1", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "master", "", "master", 120, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 120, 10),
+			}},
+			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
+		},
+		{
+			name: "a master that came back empty while replicas hold data is failed over",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "master", 0, 0),
+				func() PodState {
+					p := pod("c-1", ip1, "slave", ip0, "replica", 100, 10)
+					p.Obs.MasterLinkUp = false
+					return p
+				}(),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "failover step 1: the old master loses its label",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionUnlabel, Pod: "c-0"},
+		},
+		{
+			name: "failover step 2: promote",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-1"},
+		},
+		{
+			name: "failover step 3: label the new master",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "master", "", "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionLabelMaster, Pod: "c-1"},
+		},
+		{
+			name: "failover step 4: repoint the other replicas",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "master", "", "master", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			name: "failover: the old master answering again is fenced before completion",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "master", "", "master", 110, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 110, 10),
+			}},
+			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
+		},
+		{
+			name: "failover step 5: complete",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "master", "", "master", 110, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 110, 10),
+			}},
+			want: Action{Type: ActionCompleteFailover, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "failover whose target died chooses again, away from the old master",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				down(pod("c-1", ip1, "slave", ip0, "replica", 110, 10), 2*time.Second),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Plan(tt.given)
+			got.Reason = ""
+			NewWithT(t).Expect(got).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestParseInfo(t *testing.T) {
+	g := NewWithT(t)
+	info := "# Server\r\nuptime_in_seconds:42\r\n# Replication\r\nrole:slave\r\nmaster_host:10.244.0.10\r\nmaster_port:6379\r\nmaster_link_status:up\r\nslave_repl_offset:1234\r\nmaster_replid:abc\r\nmaster_repl_offset:1300\r\n# Persistence\r\nloading:0\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb1:keys=2,expires=1,avg_ttl=0\r\n"
+	o := Observation{}
+	parseInfo(info, &o)
+	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
+
+	m := Observation{}
+	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_repl_offset:99\r\n", &m)
+	g.Expect(m.Offset).To(Equal(int64(99)))
+	g.Expect(m.ConnectedReplicas).To(Equal(2))
+}

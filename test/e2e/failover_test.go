@@ -1,0 +1,413 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// workload writes numbered keys through the client Service's endpoint (the
+// pod labelled master), confirms each with WAIT 1 (at least one replica has
+// it) and remembers only confirmed writes. Verify reads them back.
+type workload struct {
+	ns, cluster, password string
+
+	mu       sync.Mutex
+	acked    map[string]string
+	attempts int
+	failures int
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startWorkload(ns, cluster, password string) *workload {
+	w := &workload{ns: ns, cluster: cluster, password: password, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// masterEndpoint is the address the client Service sends traffic to.
+func (w *workload) masterEndpoint(ctx context.Context) (string, error) {
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := k8s.List(ctx, slices, client.InNamespace(w.ns), client.MatchingLabels{discoveryv1.LabelServiceName: w.cluster}); err != nil {
+		return "", err
+	}
+	var addrs []string
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && *e.Conditions.Ready {
+				addrs = append(addrs, e.Addresses...)
+			}
+		}
+	}
+	if len(addrs) != 1 {
+		return "", fmt.Errorf("client Service has %d ready endpoints", len(addrs))
+	}
+	return addrs[0], nil
+}
+
+func (w *workload) run() {
+	defer close(w.done)
+	ctx := context.Background()
+	var rc *redis.Client
+	var addr string
+	var resolved time.Time
+	defer func() {
+		if rc != nil {
+			_ = rc.Close()
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		// Like a client behind the Service: keep the connection, look the
+		// endpoint up again after an error or once a second.
+		if rc == nil || time.Since(resolved) > time.Second {
+			ep, err := w.masterEndpoint(ctx)
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			resolved = time.Now()
+			if ep != addr && rc != nil {
+				_ = rc.Close()
+				rc = nil
+			}
+			addr = ep
+		}
+		if rc == nil {
+			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Password: w.password, DialTimeout: 300 * time.Millisecond,
+				ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
+		}
+		key, val := fmt.Sprintf("w:%06d", i), fmt.Sprintf("v%d-%d", i, time.Now().UnixNano())
+		w.mu.Lock()
+		w.attempts++
+		w.mu.Unlock()
+		opCtx, cancel := context.WithTimeout(ctx, time.Second)
+		err := rc.Set(opCtx, key, val, 0).Err()
+		var replicas int64
+		if err == nil {
+			replicas, err = rc.Do(opCtx, "WAIT", 1, 500).Int64()
+		}
+		cancel()
+		if err == nil && replicas >= 1 {
+			w.mu.Lock()
+			w.acked[key] = val
+			w.mu.Unlock()
+			continue
+		}
+		w.mu.Lock()
+		w.failures++
+		w.mu.Unlock()
+		_ = rc.Close()
+		rc = nil
+		resolved = time.Time{}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (w *workload) Stop() {
+	close(w.stop)
+	<-w.done
+}
+
+// Verify reads every acknowledged key from the master and returns the lost
+// or changed ones.
+func (w *workload) Verify(g Gomega) (checked int, lost []string) {
+	ctx := context.Background()
+	var ep string
+	g.Eventually(func() error {
+		var err error
+		ep, err = w.masterEndpoint(ctx)
+		return err
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	rc := redisAt(ep, w.password)
+	defer rc.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.acked {
+		got, err := rc.Get(ctx, k).Result()
+		if err != nil || got != v {
+			lost = append(lost, k)
+		}
+	}
+	return len(w.acked), lost
+}
+
+func (w *workload) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// masterWatch follows every change of the pods' role labels and remembers
+// the most pods ever labelled master at once.
+type masterWatch struct {
+	mu     sync.Mutex
+	labels map[string]string
+	max    int
+	stop   func()
+}
+
+func watchMasters(t *testing.T, ns string) *masterWatch {
+	wc, err := client.NewWithWatch(env.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &masterWatch{labels: map[string]string{}, stop: cancel}
+	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				m.mu.Lock()
+				if ev.Type == watch.Deleted {
+					delete(m.labels, p.Name)
+				} else {
+					m.labels[p.Name] = p.Labels[cachev1alpha1.LabelRole]
+				}
+				n := 0
+				for _, l := range m.labels {
+					if l == cachev1alpha1.RoleMaster {
+						n++
+					}
+				}
+				if n > m.max {
+					m.max = n
+				}
+				m.mu.Unlock()
+			}
+		}
+	}()
+	return m
+}
+
+func (m *masterWatch) Max() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.max
+}
+
+// waitReplicating waits until the cluster runs with one master and every
+// other pod a replica linked to it.
+func waitReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.CacheCluster {
+	var got *cachev1alpha1.CacheCluster
+	g.Eventually(func(g Gomega) {
+		got = waitRunning(g, cc)
+		g.Expect(got.Status.CurrentMaster).NotTo(BeEmpty())
+		g.Expect(got.Status.Operation).To(BeNil())
+		masters := 0
+		for _, n := range got.Status.Nodes {
+			if n.Role == cachev1alpha1.RoleMaster {
+				masters++
+				g.Expect(n.PodName).To(Equal(got.Status.CurrentMaster))
+			} else {
+				g.Expect(n.Role).To(Equal(cachev1alpha1.RoleReplica), n.PodName)
+			}
+		}
+		g.Expect(masters).To(Equal(1))
+		master := pod(g, cc.Namespace, got.Status.CurrentMaster)
+		rc := redisAt(master.Status.PodIP, password(g, cc.Namespace, cc.Name))
+		defer rc.Close()
+		info, err := rc.Info(context.Background(), "replication").Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info).To(ContainSubstring(fmt.Sprintf("connected_slaves:%d", len(got.Status.Nodes)-1)))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	return got
+}
+
+// failoverCase runs one fault against the master under the workload.
+func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), heal func(g Gomega, master string)) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	newNamespace(t, ns)
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+
+	masters := watchMasters(t, ns)
+	defer masters.stop()
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	old := before.Status.CurrentMaster
+	fault(g, old)
+	// The cluster must fail over (or heal) and keep taking writes.
+	n := w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+50), "writes resume after the fault")
+	if heal != nil {
+		heal(g, old)
+	}
+	after := waitReplicating(g, cc)
+	n = w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
+	w.Stop()
+
+	checked, lost := w.Verify(g)
+	w.mu.Lock()
+	attempts, failures := w.attempts, w.failures
+	w.mu.Unlock()
+	t.Logf("%d acknowledged writes checked (%d attempts, %d unacknowledged); master %s → %s", checked, attempts, failures, old, after.Status.CurrentMaster)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+}
+
+func TestFailoverFrozenMaster(t *testing.T) {
+	ns := "e2e-fo-freeze"
+	failoverCase(t, ns,
+		func(g Gomega, master string) {
+			g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
+			// Past the timeout: a failover must happen.
+			g.Eventually(func(g Gomega) {
+				cc := &cachev1alpha1.CacheCluster{}
+				g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+				g.Expect(cc.Status.CurrentMaster).NotTo(Equal(master))
+				g.Expect(cc.Status.CurrentMaster).NotTo(BeEmpty())
+			}, limits.PodRestart, limits.Poll).Should(Succeed())
+		},
+		func(g Gomega, master string) {
+			g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())
+			// It comes back as a replica.
+			g.Eventually(func(g Gomega) {
+				p := pod(g, ns, master)
+				rc := redisAt(p.Status.PodIP, password(g, ns, "basic"))
+				defer rc.Close()
+				info, err := rc.Info(context.Background(), "replication").Result()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(info).To(ContainSubstring("role:slave"))
+			}, limits.PodRestart, limits.Poll).Should(Succeed())
+		})
+	g := NewWithT(t)
+	events := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
+	reasons := map[string]bool{}
+	for _, e := range events.Items {
+		reasons[e.Reason] = true
+	}
+	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventFailoverStarted))
+	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventFailoverCompleted))
+	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventFenced))
+}
+
+func TestFailoverKilledMaster(t *testing.T) {
+	ns := "e2e-fo-kill"
+	failoverCase(t, ns, func(g Gomega, master string) {
+		g.Expect(env.KillContainer(ns, master, "redis")).To(Succeed())
+	}, nil)
+}
+
+func TestFailoverPartitionedMaster(t *testing.T) {
+	ns := "e2e-fo-partition"
+	failoverCase(t, ns,
+		func(g Gomega, master string) {
+			g.Expect(env.Partition(ns, master)).To(Succeed())
+			g.Eventually(func(g Gomega) {
+				cc := &cachev1alpha1.CacheCluster{}
+				g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+				g.Expect(cc.Status.CurrentMaster).NotTo(Equal(master))
+			}, limits.PodRestart, limits.Poll).Should(Succeed())
+		},
+		func(g Gomega, master string) {
+			g.Expect(env.Reconnect(ns, master)).To(Succeed())
+		})
+}
+
+func TestReplicaKilledLosesNothing(t *testing.T) {
+	ns := "e2e-fo-replica"
+	failoverCase(t, ns, func(g Gomega, master string) {
+		replica := "basic-2"
+		if master == replica {
+			replica = "basic-1"
+		}
+		g.Expect(env.KillContainer(ns, replica, "redis")).To(Succeed())
+	}, nil)
+}
+
+func TestTwoFailoversInARow(t *testing.T) {
+	ns := "e2e-fo-twice"
+	freezeUntilReplaced := func(g Gomega, master string) {
+		g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cc := &cachev1alpha1.CacheCluster{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+			g.Expect(cc.Status.CurrentMaster).NotTo(Equal(master))
+			g.Expect(cc.Status.Operation).To(BeNil())
+		}, limits.PodRestart, limits.Poll).Should(Succeed())
+		g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())
+	}
+	failoverCase(t, ns, func(g Gomega, master string) {
+		freezeUntilReplaced(g, master)
+		// The second master, replaced in turn.
+		cc := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+		freezeUntilReplaced(g, cc.Status.CurrentMaster)
+	}, nil)
+}
+
+// The operator dies after recording a failover and before finishing it; the
+// restarted operator finishes the same failover (same operation id), not a
+// second one.
+func TestOperatorKilledMidFailover(t *testing.T) {
+	ns := "e2e-fo-crash"
+	var opID string
+	failoverCase(t, ns, func(g Gomega, master string) {
+		g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			cc := &cachev1alpha1.CacheCluster{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+			g.Expect(cc.Status.Operation).NotTo(BeNil())
+			opID = cc.Status.Operation.ID
+		}, limits.PodRestart, 10*time.Millisecond).Should(Succeed())
+		killManager()
+		g.Expect(startManager(managerBin, stateDir)).To(Succeed())
+	}, func(g Gomega, master string) {
+		g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())
+	})
+	g := NewWithT(t)
+	events := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
+	started, completed := 0, 0
+	for _, e := range events.Items {
+		switch e.Reason {
+		case cachev1alpha1.EventFailoverStarted:
+			started++
+		case cachev1alpha1.EventFailoverCompleted:
+			completed++
+			g.Expect(e.Message).To(ContainSubstring(opID))
+		}
+	}
+	g.Expect(started).To(Equal(1), "one failover, not a second one")
+	g.Expect(completed).To(Equal(1))
+}
