@@ -90,10 +90,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs := r.Prober.Observations(req.NamespacedName)
 	for _, p := range pods.Items {
 		o, seen := obs[p.Name]
-		states = append(states, PodState{
+		st := PodState{
 			Name: p.Name, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
 			Deleting: !p.DeletionTimestamp.IsZero(), Observed: seen && o.IP == p.Status.PodIP, Obs: o,
-		})
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+				st.NotReadySince = c.LastTransitionTime.Time
+			}
+		}
+		states = append(states, st)
 	}
 	recordMetrics(req.NamespacedName, cc.Status.CurrentMaster, states)
 
@@ -103,6 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		CurrentMaster: cc.Status.CurrentMaster,
 		Operation:     cc.Status.Operation,
 		Pods:          states,
+		RecreateAfter: recreateAfter(timeout),
 	}
 	action := Plan(snap)
 	if cc.Status.Operation != nil {
@@ -210,6 +217,14 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		}
 		return nil
 
+	case ActionRecreate:
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: a.Pod}}
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, p)); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPodRecreated, "Recreate", "Deleted %s (%s); its StatefulSet recreates it on the same volume", a.Pod, a.Reason)
+		return nil
+
 	case ActionCompleteFailover:
 		op := cc.Status.Operation
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
@@ -309,6 +324,12 @@ func probeTimeout(cc *cachev1alpha1.CacheCluster) time.Duration {
 func probePeriod(timeout time.Duration) time.Duration {
 	p := timeout / 4
 	return min(max(p, 100*time.Millisecond), 2*time.Second)
+}
+
+// recreateAfter is how long a pod may stay not-Ready before it is
+// recreated: long enough for a large dataset to load from disk.
+func recreateAfter(probeTimeout time.Duration) time.Duration {
+	return max(5*time.Minute, 60*probeTimeout)
 }
 
 func autoFailover(cc *cachev1alpha1.CacheCluster) bool {

@@ -42,6 +42,10 @@ const (
 	ActionFence ActionType = "Fence"
 	// ActionCompleteFailover records the new master and ends the operation.
 	ActionCompleteFailover ActionType = "CompleteFailover"
+	// ActionRecreate deletes a pod that stayed not-Ready too long; its
+	// StatefulSet makes a new one on the same volume (and so in the same
+	// zone, which the volume's node affinity enforces).
+	ActionRecreate ActionType = "Recreate"
 )
 
 // Action is the planner's decision.
@@ -79,6 +83,9 @@ type PodState struct {
 	// Observed is false until the prober has looked at the pod once.
 	Observed bool
 	Obs      Observation
+	// NotReadySince is when the pod's Ready condition turned False; zero
+	// while it is Ready or has not started.
+	NotReadySince time.Time
 }
 
 // Ordinal is the StatefulSet ordinal of the pod (name-N).
@@ -101,6 +108,9 @@ type Snapshot struct {
 	CurrentMaster string
 	Operation     *cachev1alpha1.OperationStatus
 	Pods          []PodState
+	// RecreateAfter is how long a pod may stay not-Ready before it is
+	// recreated; zero turns recreation off.
+	RecreateAfter time.Duration
 }
 
 func (s Snapshot) pod(name string) (PodState, bool) {
@@ -153,6 +163,15 @@ func Plan(s Snapshot) Action {
 			return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why}
 		}
 		return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
+	}
+	// A pod stuck not-Ready (a wedged process, a lost volume mount) is
+	// recreated; the master only after a failover moved the role away.
+	if s.RecreateAfter > 0 {
+		for _, p := range sortedPods(s) {
+			if p.Name != master.Name && !p.Deleting && !p.NotReadySince.IsZero() && s.Now.Sub(p.NotReadySince) > s.RecreateAfter {
+				return Action{Type: ActionRecreate, Pod: p.Name, Reason: fmt.Sprintf("not Ready for more than %s", s.RecreateAfter)}
+			}
+		}
 	}
 	if !healthy(master) {
 		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer"}

@@ -191,6 +191,24 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 		},
 		{
+			name: "a replica not Ready for too long is recreated",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", RecreateAfter: time.Minute, Pods: func() []PodState {
+				p := healthyCluster()
+				p[2].NotReadySince = now.Add(-2 * time.Minute)
+				return p
+			}()},
+			want: Action{Type: ActionRecreate, Pod: "c-2"},
+		},
+		{
+			name: "a replica not Ready for a short while is left alone",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", RecreateAfter: time.Minute, Pods: func() []PodState {
+				p := healthyCluster()
+				p[2].NotReadySince = now.Add(-30 * time.Second)
+				return p
+			}()},
+			want: Action{Type: ActionNone},
+		},
+		{
 			name: "failover step 1: the old master loses its label",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),

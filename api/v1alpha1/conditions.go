@@ -46,6 +46,8 @@ const (
 	ReasonPodsReady = "PodsReady"
 	// ReasonNoPodReady: no pod is ready to serve.
 	ReasonNoPodReady = "NoPodReady"
+	// ReasonMajorityDown: more than half of the pods have been down for long.
+	ReasonMajorityDown = "MajorityDown"
 	// ReasonPaused: spec.paused is set; the operator changes nothing.
 	ReasonPaused = "Paused"
 	// ReasonDeleting: the cluster is being deleted.
@@ -85,6 +87,7 @@ const (
 	EventFailoverBlocked   = "FailoverBlocked"
 	EventFenced            = "Fenced"
 	EventReplicaRepointed  = "ReplicaRepointed"
+	EventPodRecreated      = "PodRecreated"
 )
 
 // Labels and annotations the operator puts on the objects it renders.

@@ -70,6 +70,8 @@ type scope struct {
 	pods        []corev1.Pod
 	children    []childHealth
 	requeue     time.Duration
+	// now is the reconcile's clock reading, for judgements over time.
+	now time.Time
 }
 
 // stall is a problem only a change by a person can fix.
@@ -122,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, r.patchStatus(ctx, original, cc)
 	}
 
-	s := &scope{cc: cc}
+	s := &scope{cc: cc, now: time.Now()}
 	steps := []step{
 		{"auth", r.ensureAuthSecret},
 		{"render", r.render},
@@ -166,6 +168,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		log.Info("Cluster is stalled", "reason", s.stalled.reason, "message", s.stalled.message)
 		return ctrl.Result{RequeueAfter: jitter(stalledRetry)}, nil
+	}
+	if cc.Status.Phase == cachev1alpha1.PhaseFailed && original.Status.Phase != cachev1alpha1.PhaseFailed {
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonMajorityDown, "Reconcile", "%s", conditionMessage(cc, cachev1alpha1.ConditionDegraded))
+	}
+	if cc.Status.Phase == cachev1alpha1.PhaseDegraded {
+		// Look again when a Degraded cluster may have to be called Failed.
+		return ctrl.Result{RequeueAfter: jitter(MajorityDownAfter / 4)}, nil
 	}
 	if s.requeue > 0 {
 		return ctrl.Result{RequeueAfter: jitter(s.requeue)}, nil

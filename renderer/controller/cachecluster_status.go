@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +89,10 @@ func statefulSetHealth(sts *appsv1.StatefulSet) (status.Status, string) {
 	}
 	return status.CurrentStatus, fmt.Sprintf("%d of %d pods ready", st.ReadyReplicas, want)
 }
+
+// MajorityDownAfter is how long more than half of the pods may be down
+// before a Degraded cluster is reported Failed.
+var MajorityDownAfter = 2 * time.Minute
 
 // summarize turns what the reconcile saw into phase and conditions. It is a
 // pure function of the scope and the error, so it is unit-tested on its own.
@@ -176,6 +181,17 @@ func summarize(s *scope, stepErr error) {
 			cc.Status.Phase = cachev1alpha1.PhaseDegraded
 		}
 		if cc.Status.Phase == cachev1alpha1.PhaseDegraded {
+			// More than half of the pods down for long: no safe failover is
+			// possible any more; say so plainly.
+			since := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+			if 2*ready < want && since != nil && since.Status == metav1.ConditionTrue && !s.now.IsZero() && s.now.Sub(since.LastTransitionTime.Time) > MajorityDownAfter {
+				cc.Status.Phase = cachev1alpha1.PhaseFailed
+				msg = fmt.Sprintf("%d of %d pods have been down for more than %s; the cluster cannot serve safely. Check the pods' nodes and volumes (kubectl describe pods -l %s=%s)", want-ready, want, MajorityDownAfter, cachev1alpha1.LabelCluster, cc.Name)
+				setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonMajorityDown, msg, gen)
+				setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonMajorityDown, msg, gen)
+				removeCondition(cc, cachev1alpha1.ConditionReconciling)
+				return
+			}
 			setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonPodsNotReady, msg, gen)
 		} else {
 			setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonProgressing, "Changes are rolling out", gen)

@@ -86,6 +86,20 @@ func TestSummarizeKeepsReconcilingAndStalledOnlyWhileTrue(t *testing.T) {
 	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseDegraded))
 	g.Expect(condition(cc, cachev1alpha1.ConditionDegraded).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(condition(cc, cachev1alpha1.ConditionAvailable).Status).To(Equal(metav1.ConditionTrue))
+
+	// More than half down, and for longer than MajorityDownAfter: Failed.
+	degradedAt := condition(cc, cachev1alpha1.ConditionDegraded).LastTransitionTime.Time
+	summarize(&scope{cc: cc, now: degradedAt.Add(MajorityDownAfter / 2), statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.InProgressStatus, message: "1 of 3 pods are ready"}}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseDegraded), "not yet")
+	summarize(&scope{cc: cc, now: degradedAt.Add(2 * MajorityDownAfter), statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.InProgressStatus, message: "1 of 3 pods are ready"}}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
+	g.Expect(condition(cc, cachev1alpha1.ConditionDegraded).Reason).To(Equal(cachev1alpha1.ReasonMajorityDown))
+	g.Expect(condition(cc, cachev1alpha1.ConditionReady).Message).To(ContainSubstring("2 of 3 pods have been down"))
+
+	// Pods back: Running again.
+	sts.Status.ReadyReplicas = 3
+	summarize(&scope{cc: cc, now: degradedAt.Add(3 * MajorityDownAfter), statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.CurrentStatus}}}, nil)
+	g.Expect(cc.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
 }
 
 func TestIsSubset(t *testing.T) {

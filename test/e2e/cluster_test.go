@@ -157,24 +157,31 @@ func TestKilledPodComesBackWithItsData(t *testing.T) {
 	ns := newNamespace(t, "e2e-restart")
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	waitRunning(g, cc)
+	got := waitReplicating(g, cc)
 	pw := password(g, ns, "basic")
 
-	p := pod(g, ns, "basic-1")
-	dir := pvDir(g, ns, "basic-1")
-	rc := redisAt(p.Status.PodIP, pw)
-	g.Expect(rc.Set(ctx, "before-kill", "kept", 0).Err()).To(Succeed())
-	_ = rc.Close()
+	// Written on the master, confirmed by both replicas.
+	m := redisAt(pod(g, ns, got.Status.CurrentMaster).Status.PodIP, pw)
+	g.Expect(m.Set(ctx, "before-kill", "kept", 0).Err()).To(Succeed())
+	g.Expect(m.Do(ctx, "WAIT", 2, 5000).Int64()).To(Equal(int64(2)))
+	_ = m.Close()
 
-	oldPID, err := env.PID(ns, "basic-1", "redis")
+	// A replica is killed, then deleted; it keeps its data folder and data.
+	victim := "basic-1"
+	if got.Status.CurrentMaster == victim {
+		victim = "basic-2"
+	}
+	p := pod(g, ns, victim)
+	dir := pvDir(g, ns, victim)
+	oldPID, err := env.PID(ns, victim, "redis")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(env.KillContainer(ns, "basic-1", "redis")).To(Succeed())
+	g.Expect(env.KillContainer(ns, victim, "redis")).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		p := pod(g, ns, "basic-1")
+		p := pod(g, ns, victim)
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 		g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", 1))
 		g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
-		pid, err := env.PID(ns, "basic-1", "redis")
+		pid, err := env.PID(ns, victim, "redis")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(pid).NotTo(Equal(oldPID))
 		rc := redisAt(p.Status.PodIP, pw)
@@ -186,11 +193,11 @@ func TestKilledPodComesBackWithItsData(t *testing.T) {
 	oldUID := p.UID
 	g.Expect(k8s.Delete(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		p := pod(g, ns, "basic-1")
+		p := pod(g, ns, victim)
 		g.Expect(p.UID).NotTo(Equal(oldUID))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 		g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
-		g.Expect(pvDir(g, ns, "basic-1")).To(Equal(dir))
+		g.Expect(pvDir(g, ns, victim)).To(Equal(dir))
 		rc := redisAt(p.Status.PodIP, pw)
 		defer rc.Close()
 		g.Expect(rc.Get(ctx, "before-kill").Val()).To(Equal("kept"))
