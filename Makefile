@@ -54,9 +54,10 @@ e2e: tools ## End-to-end tests: the real manager binary against the process-back
 test: tools verify vet unit e2e ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json (ratios against baselines measured in the same run).
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json, failover.json (ratios against baselines measured in the same run).
 	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
-	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- ./test/benchmarks/
+	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- -bench BenchmarkDevcluster ./test/benchmarks/
+	go run ./hack/benchjson -out bench/failover.json -benchtime 10x -tags e2e -- -bench BenchmarkFailover ./test/benchmarks/
 
 .PHONY: build
 build: ## Build the manager and the dev cluster.

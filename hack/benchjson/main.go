@@ -38,9 +38,11 @@ type result struct {
 type ratio struct {
 	Benchmark   string  `json:"benchmark"`
 	Variant     string  `json:"variant"`
-	TimeRatio   float64 `json:"time_ratio"`
+	TimeRatio   float64 `json:"time_ratio,omitempty"`
 	BytesRatio  float64 `json:"bytes_ratio,omitempty"`
 	AllocsRatio float64 `json:"allocs_ratio,omitempty"`
+	// MetricRatios are variant/baseline for every reported metric both have.
+	MetricRatios map[string]float64 `json:"metric_ratios,omitempty"`
 }
 
 type report struct {
@@ -132,10 +134,21 @@ func main() {
 			continue
 		}
 		base, ok := byName[r.Package+" "+parent+"/baseline"]
-		if !ok || base.NsPerOp == 0 {
+		if !ok {
 			continue
 		}
-		rt := ratio{Benchmark: parent, Variant: variant, TimeRatio: r.NsPerOp / base.NsPerOp}
+		rt := ratio{Benchmark: parent, Variant: variant}
+		if base.NsPerOp > 0 {
+			rt.TimeRatio = r.NsPerOp / base.NsPerOp
+		}
+		for unit, v := range r.Metrics {
+			if b, ok := base.Metrics[unit]; ok && b != 0 {
+				if rt.MetricRatios == nil {
+					rt.MetricRatios = map[string]float64{}
+				}
+				rt.MetricRatios[unit] = v / b
+			}
+		}
 		if base.BytesPerOp > 0 {
 			rt.BytesRatio = r.BytesPerOp / base.BytesPerOp
 		}
@@ -159,7 +172,7 @@ func main() {
 		fail(err)
 	}
 	for _, rt := range rep.Ratios {
-		fmt.Printf("ratio %s/%s vs baseline: time %.4f, bytes %.4f, allocs %.4f\n", rt.Benchmark, rt.Variant, rt.TimeRatio, rt.BytesRatio, rt.AllocsRatio)
+		fmt.Printf("ratio %s/%s vs baseline: time %.4f, bytes %.4f, allocs %.4f, metrics %v\n", rt.Benchmark, rt.Variant, rt.TimeRatio, rt.BytesRatio, rt.AllocsRatio, rt.MetricRatios)
 	}
 	fmt.Printf("wrote %s\n", *out)
 }
