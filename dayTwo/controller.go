@@ -50,6 +50,9 @@ type Reconciler struct {
 	Prober    *Prober
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// RecreateAfter overrides how long a pod may stay not-Ready before it
+	// is recreated; zero means max(5m, 60 x probe timeout).
+	RecreateAfter time.Duration
 }
 
 // Reconcile takes one step towards a healthy replication topology.
@@ -109,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		CurrentMaster: cc.Status.CurrentMaster,
 		Operation:     cc.Status.Operation,
 		Pods:          states,
-		RecreateAfter: recreateAfter(timeout),
+		RecreateAfter: r.recreateAfter(timeout),
 	}
 	action := Plan(snap)
 	if cc.Status.Operation != nil {
@@ -328,7 +331,10 @@ func probePeriod(timeout time.Duration) time.Duration {
 
 // recreateAfter is how long a pod may stay not-Ready before it is
 // recreated: long enough for a large dataset to load from disk.
-func recreateAfter(probeTimeout time.Duration) time.Duration {
+func (r *Reconciler) recreateAfter(probeTimeout time.Duration) time.Duration {
+	if r.RecreateAfter > 0 {
+		return r.RecreateAfter
+	}
 	return max(5*time.Minute, 60*probeTimeout)
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,16 +31,21 @@ func main() {
 		leaderElect     bool
 		leaderNamespace string
 		namespaces      string
+		recreateAfter   time.Duration
+		majorityDown    time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica reconciles.")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
 	flag.StringVar(&namespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
+	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	controller.MajorityDownAfter = majorityDown
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
@@ -81,7 +87,7 @@ func main() {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	if err := (&daytwo.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&daytwo.Reconciler{RecreateAfter: recreateAfter}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", daytwo.ControllerName)
 		os.Exit(1)
 	}

@@ -142,7 +142,9 @@ func startManager(bin, dir string) error {
 	if err != nil {
 		return err
 	}
-	manager = exec.Command(bin, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0")
+	// Short self-healing thresholds so the suite can watch them act.
+	manager = exec.Command(bin, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+		"--recreate-not-ready-after=20s", "--majority-down-after=10s")
 	manager.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
 	manager.Stdout, manager.Stderr = logf, logf
 	manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
