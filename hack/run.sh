@@ -52,7 +52,13 @@ pids+=($!)
 if [[ $apply_example == 1 ]]; then
 	"$BIN/kubectl" apply -f examples/basic.yaml
 	"$BIN/kubectl" wait --for=condition=Ready cachecluster/basic --timeout=180s || true
-	ip="$("$BIN/kubectl" get pod basic-0 -o jsonpath='{.status.podIP}' 2>/dev/null || true)"
+	master=""
+	for _ in $(seq 60); do
+		master="$("$BIN/kubectl" get cachecluster basic -o jsonpath='{.status.currentMaster}' 2>/dev/null || true)"
+		[[ -n "$master" ]] && break
+		sleep 0.5
+	done
+	ip="$("$BIN/kubectl" get pod "${master:-basic-0}" -o jsonpath='{.status.podIP}' 2>/dev/null || true)"
 	cat <<MSG
 
 run: the operator is running against the embedded cluster (pods are local
@@ -60,7 +66,8 @@ redis-server processes, each in its own network namespace).
   kubectl --kubeconfig $kubeconfig get cachecluster,statefulset,pods,pvc,svc
   kubectl --kubeconfig $kubeconfig describe cachecluster basic
   kubectl --kubeconfig $kubeconfig logs basic-0
-  REDISCLI_AUTH=\$(kubectl --kubeconfig $kubeconfig get secret basic-auth -o jsonpath='{.data.password}' | base64 -d) redis-cli -h ${ip:-<pod IP>} ping
+  master: ${master:-<not elected yet>} (the pod labelled cache.cacheops.io/role=master; the Service "basic" selects it)
+  REDISCLI_AUTH=\$(kubectl --kubeconfig $kubeconfig get secret basic-auth -o jsonpath='{.data.password}' | base64 -d) redis-cli -h ${ip:-<pod IP>} set hello world
   metrics: curl -s 127.0.0.1:8080/metrics | grep ^cacheops_
 Ctrl-C stops the operator and the cluster.
 
