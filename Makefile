@@ -63,6 +63,7 @@ bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json, fa
 build: ## Build the manager and the dev cluster.
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/devcluster ./cmd/devcluster
+	go build -o $(BIN)/kubectl-cache ./cmd/kubectl-cache
 
 .PHONY: run
 run: tools build ## Run the operator: against your kubeconfig's cluster, or an embedded one when there is none.

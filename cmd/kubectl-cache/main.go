@@ -1,0 +1,135 @@
+// Command kubectl-cache is the cacheops CLI, usable as `kubectl cache …`
+// when on PATH. `render` prints, offline, exactly the objects the operator
+// applies for a CacheCluster manifest — the same objects `helm template
+// charts/cachecluster -f <values>` prints for the values it derives.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "kubectl-cache:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: kubectl cache render -f FILE [--values]
+
+  render   print the objects the operator applies for the CacheCluster(s) in
+           FILE ("-" reads standard input); --values prints the chart values
+           instead, for helm template charts/cachecluster -f <values>`
+
+func run(args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "render":
+		return render(args[1:], stdin, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func render(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	file := fs.String("f", "", "CacheCluster manifest (- for standard input)")
+	valuesOnly := fs.Bool("values", false, "print the chart values instead of the objects")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("render needs -f FILE")
+	}
+	var data []byte
+	var err error
+	if *file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return err
+	}
+	clusters, err := decodeCacheClusters(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+	if len(clusters) == 0 {
+		return fmt.Errorf("%s holds no CacheCluster", *file)
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	for _, cc := range clusters {
+		if *valuesOnly {
+			values, err := renderer.Values(cc)
+			if err != nil {
+				return fmt.Errorf("CacheCluster %s: %w", cc.Name, err)
+			}
+			out, err := yaml.Marshal(values)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "---\n# values of CacheCluster %s/%s\n%s", cc.Namespace, cc.Name, out)
+			continue
+		}
+		objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
+		if err != nil {
+			return fmt.Errorf("CacheCluster %s: %w", cc.Name, err)
+		}
+		for _, o := range objs {
+			out, err := yaml.Marshal(o.Object)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "---\n%s", out)
+		}
+	}
+	return nil
+}
+
+// decodeCacheClusters reads the CacheClusters of a multi-document YAML
+// file, strictly: a misspelt field is an error, as kubectl apply would make
+// it with server-side field validation.
+func decodeCacheClusters(data []byte) ([]*cachev1alpha1.CacheCluster, error) {
+	var out []*cachev1alpha1.CacheCluster
+	for _, doc := range releaseutil.SplitManifests(string(data)) {
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(js, []byte("null")) {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		if u.GroupVersionKind() != cachev1alpha1.GroupVersion.WithKind("CacheCluster") {
+			continue
+		}
+		cc := &cachev1alpha1.CacheCluster{}
+		if err := yaml.UnmarshalStrict([]byte(doc), cc); err != nil {
+			return nil, fmt.Errorf("CacheCluster %s: %w", u.GetName(), err)
+		}
+		out = append(out, cc)
+	}
+	return out, nil
+}
