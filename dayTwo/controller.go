@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +54,22 @@ type Reconciler struct {
 	// RecreateAfter overrides how long a pod may stay not-Ready before it
 	// is recreated; zero means max(5m, 60 x probe timeout).
 	RecreateAfter time.Duration
+
+	// userSecrets remembers passwords read from users' Secrets, which are
+	// not in the label-filtered cache, so a reconcile every probe period
+	// during an outage does not GET the Secret every time.
+	mu          sync.Mutex
+	userSecrets map[types.NamespacedName]cachedPassword
 }
+
+type cachedPassword struct {
+	password string
+	read     time.Time
+}
+
+// userSecretTTL bounds how long a rotated password in a user's Secret goes
+// unnoticed.
+const userSecretTTL = 30 * time.Second
 
 // Reconcile takes one step towards a healthy replication topology.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -63,6 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.Prober.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
+			r.mu.Lock()
+			delete(r.userSecrets, req.NamespacedName)
+			r.mu.Unlock()
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -127,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
 	log.Info("Taking step", "action", action.String())
-	if err := r.execute(ctx, cc, snap, action); err != nil {
+	if err := r.execute(ctx, cc, snap, action, password); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
@@ -146,7 +165,7 @@ func (r *Reconciler) now() time.Time {
 }
 
 // execute takes one step.
-func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action) error {
+func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
 	log := ctrl.LoggerFrom(ctx)
 	switch a.Type {
 	case ActionBootstrap:
@@ -183,10 +202,6 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleReplica)
 
 	case ActionPromote:
-		pw, err := r.password(ctx, cc)
-		if err != nil {
-			return err
-		}
 		if cc.Status.Operation != nil {
 			// Decide on fresh offsets, not on the last probe: a replica may
 			// have received more of the stream since.
@@ -203,10 +218,6 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		return replicaOf(ctx, p.IP, pw, "NO", "ONE")
 
 	case ActionRepoint, ActionFence:
-		pw, err := r.password(ctx, cc)
-		if err != nil {
-			return err
-		}
 		p, _ := snap.pod(a.Pod)
 		m, ok := snap.pod(a.Master)
 		if !ok || m.IP == "" {
@@ -289,10 +300,18 @@ func (r *Reconciler) patchStatus(ctx context.Context, cc *cachev1alpha1.CacheClu
 func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluster) (string, error) {
 	name, key := renderer.AuthSecretName(cc), renderer.DefaultSecretKey
 	var rd client.Reader = r.Client
-	if ref := cc.Spec.Auth.SecretRef; ref != nil {
+	ref := cc.Spec.Auth.SecretRef
+	cacheKey := types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
+	if ref != nil {
 		name = ref.Name
 		if ref.Key != "" {
 			key = ref.Key
+		}
+		r.mu.Lock()
+		c, ok := r.userSecrets[cacheKey]
+		r.mu.Unlock()
+		if ok && r.now().Sub(c.read) < userSecretTTL {
+			return c.password, nil
 		}
 		// The user's Secret is not in our label-filtered cache.
 		rd = r.APIReader
@@ -304,6 +323,14 @@ func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	pw := string(s.Data[key])
 	if pw == "" {
 		return "", fmt.Errorf("secret %s has no key %s", name, key)
+	}
+	if ref != nil {
+		r.mu.Lock()
+		if r.userSecrets == nil {
+			r.userSecrets = map[types.NamespacedName]cachedPassword{}
+		}
+		r.userSecrets[cacheKey] = cachedPassword{password: pw, read: r.now()}
+		r.mu.Unlock()
 	}
 	return pw, nil
 }

@@ -25,10 +25,7 @@ if [[ -z "$kubeconfig" ]]; then
 	dir="$PWD/.cache/devcluster"
 	rm -rf "$dir" && mkdir -p "$dir"
 	echo "run: no kubeconfig found; starting the embedded cluster in $dir"
-	command -v redis-server >/dev/null || {
-		echo "run: redis-server is missing; installing it with apt (pods run it as a local process)"
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-	}
+	hack/install-deps.sh
 	"$BIN/devcluster" --dir "$dir" --bin "$BIN" --ready-file "$dir/ready" &
 	pids+=($!)
 	for _ in $(seq 120); do

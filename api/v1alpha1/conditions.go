@@ -84,9 +84,7 @@ const (
 	EventMasterElected     = "MasterElected"
 	EventFailoverStarted   = "FailoverStarted"
 	EventFailoverCompleted = "FailoverCompleted"
-	EventFailoverBlocked   = "FailoverBlocked"
 	EventFenced            = "Fenced"
-	EventReplicaRepointed  = "ReplicaRepointed"
 	EventPodRecreated      = "PodRecreated"
 )
 

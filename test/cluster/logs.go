@@ -6,8 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/exec"
-	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -106,16 +104,7 @@ func (p *provider) RunInContainer(ctx context.Context, ns, pod, name string, cmd
 	if err != nil {
 		return err
 	}
-	args := []string{"-t", strconv.Itoa(pid), "-n", "-m"}
-	if gid != nil {
-		args = append(args, "-G", strconv.FormatInt(*gid, 10))
-	}
-	if uid != nil {
-		args = append(args, "-S", strconv.FormatInt(*uid, 10))
-	}
-	args = append(append(args, "--", prog), cmd[1:]...)
-	x := exec.CommandContext(ctx, "nsenter", args...)
-	x.Env = env
+	x := inContainer(ctx, pid, uid, gid, env, prog, cmd[1:])
 	x.Stdin, x.Stdout, x.Stderr = attach.Stdin(), attach.Stdout(), attach.Stderr()
 	return x.Run()
 }

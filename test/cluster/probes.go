@@ -127,17 +127,7 @@ func (r *podRuntime) check(ctx context.Context, c *containerRuntime, pr *corev1.
 		if err != nil {
 			return err
 		}
-		args := []string{"-t", strconv.Itoa(pid), "-n", "-m"}
-		if gid != nil {
-			args = append(args, "-G", strconv.FormatInt(*gid, 10))
-		}
-		if uid != nil {
-			args = append(args, "-S", strconv.FormatInt(*uid, 10))
-		}
-		args = append(append(args, "--", prog), pr.Exec.Command[1:]...)
-		cmd := exec.CommandContext(ctx, "nsenter", args...)
-		cmd.Env = env
-		return cmd.Run()
+		return inContainer(ctx, pid, uid, gid, env, prog, pr.Exec.Command[1:]).Run()
 	case pr.TCPSocket != nil:
 		port, err := resolvePort(pr.TCPSocket.Port, ports)
 		if err != nil {
@@ -172,6 +162,22 @@ func (r *podRuntime) check(ctx context.Context, c *containerRuntime, pr *corev1.
 		return nil
 	}
 	return fmt.Errorf("probe kind not supported by the process-backed node")
+}
+
+// inContainer is a command that runs in a container's network and mount
+// namespaces, with its environment and as its user (exec probes, kubectl
+// exec).
+func inContainer(ctx context.Context, pid int, uid, gid *int64, env []string, prog string, args []string) *exec.Cmd {
+	ns := []string{"-t", strconv.Itoa(pid), "-n", "-m"}
+	if gid != nil {
+		ns = append(ns, "-G", strconv.FormatInt(*gid, 10))
+	}
+	if uid != nil {
+		ns = append(ns, "-S", strconv.FormatInt(*uid, 10))
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", append(append(ns, "--", prog), args...)...)
+	cmd.Env = env
+	return cmd
 }
 
 func resolvePort(p intstr.IntOrString, ports []corev1.ContainerPort) (int, error) {

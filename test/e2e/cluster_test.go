@@ -76,12 +76,18 @@ func redisAt(ip, pw string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: ip + ":6379", Password: pw, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 }
 
-// pvDir is the folder behind a pod's data claim.
-func pvDir(g Gomega, ns, podName string) string {
+// pvOf is the volume bound to a pod's data claim.
+func pvOf(g Gomega, ns, podName string) *corev1.PersistentVolume {
 	pvc := &corev1.PersistentVolumeClaim{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "data-" + podName}, pvc)).To(Succeed())
 	pv := &corev1.PersistentVolume{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: pvc.Spec.VolumeName}, pv)).To(Succeed())
+	return pv
+}
+
+// pvDir is the folder behind a pod's data claim.
+func pvDir(g Gomega, ns, podName string) string {
+	pv := pvOf(g, ns, podName)
 	g.Expect(pv.Spec.HostPath).NotTo(BeNil())
 	return pv.Spec.HostPath.Path
 }
@@ -102,7 +108,6 @@ func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
 
 	pw := password(g, ns, "basic")
 	dirs := map[string]bool{}
-	zones := map[string]bool{}
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("basic-%d", i)
 		p := pod(g, ns, name)
@@ -112,7 +117,8 @@ func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
 		g.Expect(got.Status.Nodes[i].Ready).To(BeTrue())
 		node := &corev1.Node{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node)).To(Succeed())
-		zones[node.Labels[corev1.LabelTopologyZone]] = true
+		zone := node.Labels[corev1.LabelTopologyZone]
+		g.Expect(zone).To(HavePrefix("zone-"))
 
 		// A real redis-server process, as the unprivileged user of the pod spec.
 		pid, err := env.PID(ns, name, "redis")
@@ -141,12 +147,14 @@ func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
 		// /data is the pod's own volume folder.
 		g.Expect(rc.Save(ctx).Err()).To(Succeed())
 		dir := pvDir(g, ns, name)
+		// The volume is bound to the pod's node and labelled with its zone,
+		// so a recreated pod lands in the same zone.
+		g.Expect(pvOf(g, ns, name).Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, zone))
 		g.Expect(filepath.Join(dir, "dump.rdb")).To(BeAnExistingFile())
 		dirs[dir] = true
 		_ = rc.Close()
 	}
 	g.Expect(dirs).To(HaveLen(3), "every pod has its own data folder")
-	g.Expect(len(zones)).To(BeNumerically(">=", 1))
 }
 
 // A pod whose process is killed restarts in place; a deleted pod comes back
