@@ -153,7 +153,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.Error(err, "Step failed", "action", action.String())
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
-	// The next step right away; the prober's next look confirms this one.
+	switch action.Type {
+	case ActionPromote, ActionRepoint, ActionFence:
+		// Plan the next step on the effect of this one.
+		if p, ok := snap.pod(action.Pod); ok {
+			r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
+		}
+	}
 	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 }
 

@@ -173,21 +173,11 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 
 		wake := false
-		cp.mu.Lock()
 		for _, o := range results {
-			prev, had := cp.results[o.Pod]
-			if !o.Reachable && had {
-				o.LastSeen = prev.LastSeen
-				// Keep what we knew about the pod's data; only reachability
-				// changed.
-				o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
-			}
-			if !had || significant(prev, o) || !o.Reachable {
+			if cp.record(o) {
 				wake = true
 			}
-			cp.results[o.Pod] = o
 		}
-		cp.mu.Unlock()
 		if wake {
 			select {
 			case p.events <- event.GenericEvent{Object: &cachev1alpha1.CacheCluster{ObjectMeta: objectMeta(key)}}:
@@ -204,6 +194,41 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		case <-time.After(wait):
 		}
 	}
+}
+
+// record stores an observation and tells whether it is news the planner
+// must hear about.
+func (cp *clusterProbe) record(o Observation) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	prev, had := cp.results[o.Pod]
+	if had && prev.IP != o.IP {
+		had = false
+	}
+	if !o.Reachable && had {
+		o.LastSeen = prev.LastSeen
+		// Keep what we knew about the pod's data; only reachability
+		// changed.
+		o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
+	}
+	cp.results[o.Pod] = o
+	return !had || significant(prev, o) || !o.Reachable
+}
+
+// Refresh probes one pod now and records what it sees, so the step after a
+// change made to a pod's Redis is planned on its effect, not on the look
+// before it.
+func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target, timeout time.Duration) {
+	p.mu.Lock()
+	cp, ok := p.clusters[key]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	cp.mu.Lock()
+	password := cp.password
+	cp.mu.Unlock()
+	cp.record(ProbeOnce(ctx, t, password, timeout))
 }
 
 // significant tells changes the planner must react to.

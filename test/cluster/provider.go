@@ -62,6 +62,9 @@ type podRuntime struct {
 	inits      []*containerRuntime
 	done       chan struct{} // closed when every process has exited for good
 	lastSent   *corev1.PodStatus
+	// staleChecks counts resync ticks in a row at which the API server
+	// held a different status than ours.
+	staleChecks int
 }
 
 // containerRuntime is one container: the process of its current run and
@@ -637,10 +640,14 @@ func (c *containerRuntime) status(initDone bool) corev1.ContainerStatus {
 	return cs
 }
 
-// resync re-sends a pod's status when the API server holds a different one,
-// as the kubelet's status manager does: the node lifecycle controller marks
-// pods NotReady while a node is unreachable, and nothing else would set them
-// right again once the node is back.
+// resync sets a pod's status right when the API server holds a different
+// one, as the kubelet's status manager does: the node lifecycle controller
+// marks pods NotReady while a node is unreachable, and a status update
+// virtual-kubelet gave up on (after conflicts with label patches, or when a
+// pod was recreated under the same name) is never retried, because
+// virtual-kubelet drops a status equal to the last one it was handed. At the
+// first mismatch the status is re-sent through virtual-kubelet; if it is
+// still wrong a tick later, it is written directly.
 func (p *provider) resync(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -667,12 +674,34 @@ func (p *provider) resync(ctx context.Context) {
 			}
 			p.mu.Lock()
 			ours := r.status()
+			deleting := r.deleting
+			same := sameStatus(live.Status, ours)
+			if same {
+				r.staleChecks = 0
+			} else {
+				r.staleChecks++
+			}
+			stale := r.staleChecks
 			p.mu.Unlock()
-			if !sameStatus(live.Status, ours) {
+			switch {
+			case same || deleting:
+			case stale == 1:
 				r.publishAlways()
+			default:
+				p.writeStatus(ctx, live, ours)
 			}
 		}
 	}
+}
+
+// writeStatus replaces the status of the live pod with ours, guarded by the
+// live object's resourceVersion and UID.
+func (p *provider) writeStatus(ctx context.Context, live *corev1.Pod, st corev1.PodStatus) {
+	pod := live.DeepCopy()
+	pod.Status = st
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _ = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 }
 
 // sameStatus compares what the kubelet is the authority on.
