@@ -47,20 +47,25 @@ func newNetwork(bridge string, prefix netip.Prefix) (*network, error) {
 // Gateway is the bridge's own address, the node's address on the pod network.
 func (n *network) Gateway() string { return n.gateway.String() }
 
+// allocate hands out addresses never used before while the range lasts,
+// and only then the longest-freed one. A pod recreated under the same name
+// must not get its predecessor's address: the host and the other pods still
+// hold an ARP entry for it pointing at the deleted veth, and would not reach
+// the new pod (probes, replication) until that entry expires.
 func (n *network) allocate() (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	a := n.next
+	if n.prefix.Contains(a) && n.prefix.Contains(a.Next()) {
+		n.next = a.Next()
+		return a, nil
+	}
 	if len(n.free) > 0 {
 		a := n.free[0]
 		n.free = n.free[1:]
 		return a, nil
 	}
-	a := n.next
-	if !n.prefix.Contains(a) || !n.prefix.Contains(a.Next()) {
-		return netip.Addr{}, fmt.Errorf("pod network %s is full", n.prefix)
-	}
-	n.next = a.Next()
-	return a, nil
+	return netip.Addr{}, fmt.Errorf("pod network %s is full", n.prefix)
 }
 
 // podNetwork is the namespace and link of one pod.
@@ -111,6 +116,8 @@ func (n *network) setup(id string) (*podNetwork, error) {
 func (n *network) teardown(p *podNetwork) {
 	_ = run("ip", "link", "del", p.hostVeth)
 	_ = run("ip", "netns", "del", p.netns)
+	// Forget the MAC of the gone pod, for when its address comes back.
+	_ = run("ip", "neigh", "flush", "to", p.ip.String(), "dev", n.bridge)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.used[p.netns]; ok {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -78,6 +79,7 @@ func (r *podRuntime) probe(ctx context.Context, c *containerRuntime) {
 	for {
 		err := r.check(ctx, c, rp)
 		p.mu.Lock()
+		was := c.ready
 		if err == nil {
 			failures = 0
 			if successes++; successes >= threshold(rp.SuccessThreshold, 1) {
@@ -89,9 +91,13 @@ func (r *podRuntime) probe(ctx context.Context, c *containerRuntime) {
 				c.ready = false
 			}
 		}
+		now := c.ready
 		p.mu.Unlock()
 		if ctx.Err() != nil {
 			return
+		}
+		if was != now {
+			log.L.Infof("pod %s/%s container %s: ready=%v (probe error: %v)", r.pod.Namespace, r.pod.Name, c.spec.Name, now, err)
 		}
 		r.publish()
 		if !sleepCtx(ctx, seconds(rp.PeriodSeconds, 10)) {

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
@@ -65,6 +67,9 @@ type podRuntime struct {
 	// staleChecks counts resync ticks in a row at which the API server
 	// held a different status than ours.
 	staleChecks int
+	// successor is the UID of the pod waiting to start under this pod's
+	// name once it stopped.
+	successor types.UID
 }
 
 // containerRuntime is one container: the process of its current run and
@@ -97,8 +102,11 @@ func (p *provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	p.mu.Lock()
 	key := podKey(pod.Namespace, pod.Name)
-	if _, ok := p.pods[key]; ok {
+	if old, ok := p.pods[key]; ok {
 		p.mu.Unlock()
+		if old.pod.UID != pod.UID {
+			p.createAfter(old, pod)
+		}
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -130,13 +138,54 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 // place).
 func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	if ok && r.pod.UID != pod.UID {
+		// A pod recreated under the same name (a StatefulSet's) while its
+		// predecessor still stops: virtual-kubelet takes it for an update.
+		p.mu.Unlock()
+		p.createAfter(r, pod)
+		return nil
+	}
 	defer p.mu.Unlock()
-	if r, ok := p.pods[podKey(pod.Namespace, pod.Name)]; ok {
+	if ok {
 		st := r.pod.Status
 		r.pod = pod.DeepCopy()
 		r.pod.Status = st
 	}
 	return nil
+}
+
+// createAfter starts pod once old, its predecessor under the same name, has
+// stopped and released its network and folders: two processes never share
+// a data folder.
+func (p *provider) createAfter(old *podRuntime, pod *corev1.Pod) {
+	pod = pod.DeepCopy()
+	p.mu.Lock()
+	if old.successor == pod.UID {
+		p.mu.Unlock()
+		return
+	}
+	old.successor = pod.UID
+	p.mu.Unlock()
+	go func() {
+		<-old.done
+		key := podKey(pod.Namespace, pod.Name)
+		for {
+			p.mu.Lock()
+			cur, ok := p.pods[key]
+			p.mu.Unlock()
+			if !ok || cur != old {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if lister := p.podLister; lister != nil {
+			if live, err := lister.Pods(pod.Namespace).Get(pod.Name); err != nil || live.UID != pod.UID || !live.DeletionTimestamp.IsZero() {
+				return
+			}
+		}
+		_ = p.CreatePod(context.Background(), pod)
+	}()
 }
 
 // DeletePod stops a pod: SIGTERM, SIGKILL after the grace period, then the
@@ -688,7 +737,8 @@ func (p *provider) resync(ctx context.Context) {
 			case stale == 1:
 				r.publishAlways()
 			default:
-				p.writeStatus(ctx, live, ours)
+				err := p.writeStatus(ctx, live, ours)
+				log.L.Infof("resync: pod %s/%s status in the API differs from the node's for %d checks; written directly (error: %v)", live.Namespace, live.Name, stale, err)
 			}
 		}
 	}
@@ -696,12 +746,13 @@ func (p *provider) resync(ctx context.Context) {
 
 // writeStatus replaces the status of the live pod with ours, guarded by the
 // live object's resourceVersion and UID.
-func (p *provider) writeStatus(ctx context.Context, live *corev1.Pod, st corev1.PodStatus) {
+func (p *provider) writeStatus(ctx context.Context, live *corev1.Pod, st corev1.PodStatus) error {
 	pod := live.DeepCopy()
 	pod.Status = st
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _ = p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	_, err := p.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return err
 }
 
 // sameStatus compares what the kubelet is the authority on.
@@ -751,7 +802,11 @@ func (r *podRuntime) publish() {
 	}
 	p.mu.Unlock()
 	if changed && notify != nil {
+		start := time.Now()
 		notify(pod)
+		if took := time.Since(start); took > time.Second {
+			log.L.Infof("pod %s/%s: handing the status to virtual-kubelet took %s", pod.Namespace, pod.Name, took.Round(time.Millisecond))
+		}
 	}
 }
 
