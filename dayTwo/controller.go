@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,12 +56,17 @@ type Reconciler struct {
 	// RecreateAfter overrides how long a pod may stay not-Ready before it
 	// is recreated; zero means max(5m, 60 x probe timeout).
 	RecreateAfter time.Duration
+	// StepDeadline bounds an upgrade's pre-check and the time a restarted
+	// pod may take to become ready and in sync before the upgrade is rolled
+	// back; zero means 5 minutes.
+	StepDeadline time.Duration
 
 	// userSecrets remembers passwords read from users' Secrets, which are
 	// not in the label-filtered cache, so a reconcile every probe period
 	// during an outage does not GET the Secret every time.
 	mu          sync.Mutex
 	userSecrets map[types.NamespacedName]cachedPassword
+	written     map[types.NamespacedName]uint64
 }
 
 type cachedPassword struct {
@@ -81,6 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			forgetMetrics(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.userSecrets, req.NamespacedName)
+			delete(r.written, req.NamespacedName)
 			r.mu.Unlock()
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -88,6 +96,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !cc.DeletionTimestamp.IsZero() || cc.Spec.Paused {
 		r.Prober.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	if r.stale(cc) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 
 	pods := &corev1.PodList{}
@@ -113,27 +124,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, p := range pods.Items {
 		o, seen := obs[p.Name]
 		st := PodState{
-			Name: p.Name, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
+			Name: p.Name, UID: p.UID, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
 			Deleting: !p.DeletionTimestamp.IsZero(), Observed: seen && o.IP == p.Status.PodIP, Obs: o,
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
 				st.NotReadySince = c.LastTransitionTime.Time
 			}
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				st.Ready = true
+			}
 		}
+		st.Revision = p.Labels[appsv1.ControllerRevisionHashLabelKey]
+		st.Created = p.CreationTimestamp.Time
 		states = append(states, st)
 	}
 	recordMetrics(req.NamespacedName, cc.Status.CurrentMaster, states)
 
 	snap := Snapshot{
-		Now: r.now(), ProbeTimeout: timeout,
+		Name: cc.Name, Now: r.now(), ProbeTimeout: timeout,
 		AutoFailover:  autoFailover(cc),
 		CurrentMaster: cc.Status.CurrentMaster,
 		Operation:     cc.Status.Operation,
 		Pods:          states,
 		RecreateAfter: r.recreateAfter(timeout),
+		Spec:          renderer.SpecValues(cc),
+		SwitchoverTo:  cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo],
+		StepDeadline:  r.stepDeadline(),
+	}
+	if ro := cc.Status.Rollout; ro != nil {
+		snap.Approved = ro.RolloutValues.DeepCopy()
+		snap.Blocked = ro.Blocked
+	}
+	if err := r.observeWorkload(ctx, cc, &snap); err != nil {
+		return ctrl.Result{}, err
 	}
 	action := Plan(snap)
+	if err := r.setQueued(ctx, cc, Queued(snap)); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return ctrl.Result{}, err
+	}
 	if cc.Status.Operation != nil {
 		log = log.WithValues("operation", cc.Status.Operation.ID)
 		ctx = ctrl.LoggerInto(ctx, log)
@@ -145,6 +177,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Waiting", "action", action.String())
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
+	if cc.Status.Operation == nil && action.Type == ActionStartOperation {
+		log = log.WithValues("operation", action.Operation.Type)
+	}
 	log.Info("Taking step", "action", action.String())
 	if err := r.execute(ctx, cc, snap, action, password); err != nil {
 		if apierrors.IsConflict(err) {
@@ -154,10 +189,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
 	switch action.Type {
-	case ActionPromote, ActionRepoint, ActionFence:
+	case ActionPromote, ActionRepoint, ActionFence, ActionGracefulSwitchover:
 		// Plan the next step on the effect of this one.
-		if p, ok := snap.pod(action.Pod); ok {
-			r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
+		for _, name := range []string{action.Pod, action.Master} {
+			if p, ok := snap.pod(name); ok && name != "" {
+				r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
+			}
 		}
 	}
 	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
@@ -260,7 +297,7 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventFailoverCompleted, "Failover", "Failover %s completed: %s→%s in %s", op.ID, op.FromPod, a.Pod, took.Round(time.Millisecond))
 		return nil
 	}
-	return fmt.Errorf("unknown action %s", a.Type)
+	return r.executeOperation(ctx, cc, snap, a, pw)
 }
 
 // freshBest probes the failover target and the other replicas now and
@@ -299,7 +336,46 @@ func (r *Reconciler) patchStatus(ctx context.Context, cc *cachev1alpha1.CacheClu
 	if equality.Semantic.DeepEqual(original.Status, cc.Status) {
 		return nil
 	}
-	return r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	if err := r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	r.wrote(cc)
+	return nil
+}
+
+// wrote remembers the resourceVersion of our last status write, so the
+// next reconcile waits until the cache has caught up with it instead of
+// taking a step twice on what it saw before.
+func (r *Reconciler) wrote(cc *cachev1alpha1.CacheCluster) {
+	rv, err := strconv.ParseUint(cc.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = map[types.NamespacedName]uint64{}
+	}
+	r.written[client.ObjectKeyFromObject(cc)] = rv
+}
+
+// stale tells whether the cached object is older than our last write.
+// resourceVersions are opaque to clients, but etcd's are increasing
+// integers; anything else never counts as stale.
+func (r *Reconciler) stale(cc *cachev1alpha1.CacheCluster) bool {
+	key := client.ObjectKeyFromObject(cc)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	want, ok := r.written[key]
+	if !ok {
+		return false
+	}
+	rv, err := strconv.ParseUint(cc.ResourceVersion, 10, 64)
+	if err != nil || rv >= want {
+		delete(r.written, key)
+		return false
+	}
+	return true
 }
 
 // password reads the cluster's Redis password.
@@ -364,6 +440,13 @@ func probePeriod(timeout time.Duration) time.Duration {
 
 // recreateAfter is how long a pod may stay not-Ready before it is
 // recreated: long enough for a large dataset to load from disk.
+func (r *Reconciler) stepDeadline() time.Duration {
+	if r.StepDeadline > 0 {
+		return r.StepDeadline
+	}
+	return 5 * time.Minute
+}
+
 func (r *Reconciler) recreateAfter(probeTimeout time.Duration) time.Duration {
 	if r.RecreateAfter > 0 {
 		return r.RecreateAfter
@@ -409,16 +492,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name := o.GetLabels()[cachev1alpha1.LabelCluster]
-			if name == "" {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
-		})).
+		// Spec changes, and the switchover request annotation.
+		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		WatchesRawSource(source.Channel(r.Prober.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// clusterOf maps a pod, a pre-check pod or a StatefulSet to its
+// CacheCluster.
+func clusterOf(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[cachev1alpha1.LabelCluster]
+	if name == "" {
+		name = o.GetLabels()[cachev1alpha1.LabelPrecheck]
+	}
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 }
 
 // stopProber ends all probing when the manager stops.

@@ -32,10 +32,26 @@ var (
 		Name: "cacheops_redis_reachable",
 		Help: "1 when the pod's Redis answered the last probe.",
 	}, []string{"namespace", "cluster", "pod"})
+
+	switchovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cacheops_switchovers_total",
+		Help: "Completed switchovers (the master role moved while the master was healthy) by cluster.",
+	}, []string{"namespace", "cluster"})
+
+	podRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cacheops_pod_restarts_total",
+		Help: "Pods restarted by upgrades and rollbacks, by cluster.",
+	}, []string{"namespace", "cluster"})
+
+	upgradeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cacheops_upgrade_duration_seconds",
+		Help:    "Time from the start of an upgrade (pre-check included) to its end.",
+		Buckets: []float64{5, 10, 30, 60, 120, 300, 600, 1800},
+	}, []string{"namespace", "cluster"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable)
+	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration)
 }
 
 // recordMetrics exports what the last probes saw. Offsets and lag live here,
@@ -73,4 +89,9 @@ func forgetMetrics(key types.NamespacedName) {
 	podRole.DeletePartialMatch(labels)
 	replicationLag.DeletePartialMatch(labels)
 	podReachable.DeletePartialMatch(labels)
+	failovers.DeletePartialMatch(labels)
+	failoverDuration.DeletePartialMatch(labels)
+	switchovers.DeletePartialMatch(labels)
+	podRestarts.DeletePartialMatch(labels)
+	upgradeDuration.DeletePartialMatch(labels)
 }

@@ -38,6 +38,9 @@ type Observation struct {
 	Loading bool
 	// UptimeSeconds tells a restarted server from one that kept running.
 	UptimeSeconds int64
+	// FailoverState is master_failover_state: no-failover,
+	// waiting-for-sync or failover-in-progress.
+	FailoverState string
 }
 
 // Target is a pod to probe.
@@ -234,7 +237,7 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 // significant tells changes the planner must react to.
 func significant(a, b Observation) bool {
 	return a.Reachable != b.Reachable || a.Role != b.Role || a.MasterHost != b.MasterHost ||
-		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID ||
+		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID || a.FailoverState != b.FailoverState ||
 		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds
 }
 
@@ -283,6 +286,8 @@ func parseInfo(info string, o *Observation) {
 			o.ConnectedReplicas, _ = strconv.Atoi(v)
 		case k == "master_replid":
 			o.ReplID = v
+		case k == "master_failover_state":
+			o.FailoverState = v
 		case k == "loading":
 			o.Loading = v == "1"
 		case k == "uptime_in_seconds":

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
 
@@ -57,6 +59,13 @@ type Action struct {
 	// master (StartFailover).
 	Master string
 	Reason string
+	// Values are what Approve, StartOperation and Rollback approve.
+	Values *cachev1alpha1.RolloutValues
+	// Operation is what StartOperation records, or the operation's next
+	// state (NextStep, CompleteOperation).
+	Operation *cachev1alpha1.OperationStatus
+	// Config holds the parameters ApplyConfig sets live.
+	Config map[string]string
 }
 
 func (a Action) String() string {
@@ -77,6 +86,7 @@ func (a Action) String() string {
 // the last probe of its Redis.
 type PodState struct {
 	Name      string
+	UID       types.UID
 	IP        string
 	RoleLabel string
 	Deleting  bool
@@ -86,6 +96,12 @@ type PodState struct {
 	// NotReadySince is when the pod's Ready condition turned False; zero
 	// while it is Ready or has not started.
 	NotReadySince time.Time
+	// Ready is the pod's Ready condition.
+	Ready bool
+	// Revision is the StatefulSet revision the pod was made from.
+	Revision string
+	// Created is the pod's creation time.
+	Created time.Time
 }
 
 // Ordinal is the StatefulSet ordinal of the pod (name-N).
@@ -101,6 +117,8 @@ func (p PodState) Ordinal() int {
 // Snapshot is everything the planner decides on. Plan is a pure function of
 // it, so a decision can be tested, logged and replayed.
 type Snapshot struct {
+	// Name of the CacheCluster; pods are Name-0, Name-1, ...
+	Name         string
 	Now          time.Time
 	ProbeTimeout time.Duration
 	AutoFailover bool
@@ -111,6 +129,40 @@ type Snapshot struct {
 	// RecreateAfter is how long a pod may stay not-Ready before it is
 	// recreated; zero turns recreation off.
 	RecreateAfter time.Duration
+
+	// Spec is what spec asks the pods to run; Approved is what day-two
+	// approved (status.rollout), nil until the first approval.
+	Spec     cachev1alpha1.RolloutValues
+	Approved *cachev1alpha1.RolloutValues
+	Blocked  *cachev1alpha1.RolloutBlock
+	// StatefulSet is the StatefulSet as last observed; nil if absent.
+	StatefulSet *StatefulSetState
+	// Precheck is the temporary pod of an upgrade pre-check; nil if absent.
+	Precheck *PrecheckState
+	// SwitchoverTo is a requested switchover (annotation), empty if none.
+	SwitchoverTo string
+	// StepDeadline bounds a pre-check and how long an upgraded pod may
+	// take to become ready and in sync.
+	StepDeadline time.Duration
+}
+
+// StatefulSetState is what the planner needs of the StatefulSet.
+type StatefulSetState struct {
+	// Settled: the controller observed the latest spec.
+	Settled bool
+	// TemplateKey identifies the pod template (renderer.TemplateKey).
+	TemplateKey    string
+	Replicas       int32
+	UpdateRevision string
+}
+
+// PrecheckState is the pre-check pod as last observed.
+type PrecheckState struct {
+	// TemplateKey is the template the pod was made from.
+	TemplateKey string
+	Ready       bool
+	// Failure says why the pod cannot start; empty while it may still.
+	Failure string
 }
 
 func (s Snapshot) pod(name string) (PodState, bool) {
@@ -152,6 +204,9 @@ func Plan(s Snapshot) Action {
 	if s.CurrentMaster == "" {
 		return planBootstrap(s)
 	}
+	if s.Approved == nil {
+		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
+	}
 
 	master, exists := s.pod(s.CurrentMaster)
 	if !exists || s.down(s.CurrentMaster) {
@@ -164,9 +219,14 @@ func Plan(s Snapshot) Action {
 		}
 		return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 	}
+	// A switchover in progress owns the roles until it ends.
+	if inSwitchover(s.Operation) {
+		return planSwitchover(s)
+	}
 	// A pod stuck not-Ready (a wedged process, a lost volume mount) is
 	// recreated; the master only after a failover moved the role away.
-	if s.RecreateAfter > 0 {
+	// During an upgrade the upgrade's deadline judges the pods instead.
+	if s.RecreateAfter > 0 && (s.Operation == nil || s.Operation.Type != cachev1alpha1.OperationUpgrade) {
 		for _, p := range sortedPods(s) {
 			if p.Name != master.Name && !p.Deleting && !p.NotReadySince.IsZero() && s.Now.Sub(p.NotReadySince) > s.RecreateAfter {
 				return Action{Type: ActionRecreate, Pod: p.Name, Reason: fmt.Sprintf("not Ready for more than %s", s.RecreateAfter)}
@@ -216,7 +276,7 @@ func Plan(s Snapshot) Action {
 			return Action{Type: ActionLabelReplica, Pod: p.Name}
 		}
 	}
-	return Action{Type: ActionNone}
+	return planOperations(s)
 }
 
 // planBootstrap chooses the first master: the reachable pod with the most

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -274,11 +275,30 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Plan(tt.given)
+			got := Plan(steady(tt.given))
 			got.Reason = ""
 			NewWithT(t).Expect(got).To(Equal(tt.want))
 		})
 	}
+}
+
+// steady completes a topology test's snapshot: spec approved, the
+// StatefulSet settled on it, every pod on its revision and Ready.
+func steady(s Snapshot) Snapshot {
+	if s.Approved != nil {
+		return s
+	}
+	s.Name = "c"
+	s.Spec = cachev1alpha1.RolloutValues{Replicas: int32(len(s.Pods)), Version: "7.0.15"}
+	s.Approved = s.Spec.DeepCopy()
+	s.StatefulSet = &StatefulSetState{Settled: true, TemplateKey: renderer.TemplateKey(s.Spec), Replicas: s.Spec.Replicas, UpdateRevision: "r1"}
+	pods := make([]PodState, len(s.Pods))
+	for i, p := range s.Pods {
+		p.Revision, p.Ready = "r1", true
+		pods[i] = p
+	}
+	s.Pods = pods
+	return s
 }
 
 func TestParseInfo(t *testing.T) {

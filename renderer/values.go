@@ -46,6 +46,9 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if cc.Spec.Version == "" {
 		return nil, fmt.Errorf("spec.version is empty")
 	}
+	if r := cc.Status.Rollout; r != nil && r.Version == "" {
+		return nil, fmt.Errorf("status.rollout.version is empty")
+	}
 	namespace := cc.Namespace
 	if namespace == "" {
 		namespace = corev1.NamespaceDefault
@@ -89,12 +92,15 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		probeTimeout = DefaultProbeTimeoutSeconds
 	}
 
+	// What the pods run comes from the values day-two approved (spec,
+	// until it approved something).
+	approved := Approved(cc)
 	config := map[string]any{}
-	for k, v := range cc.Spec.Config {
+	for k, v := range approved.Config {
 		config[k] = string(v)
 	}
 
-	resources, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cc.Spec.Resources)
+	resources, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&approved.Resources)
 	if err != nil {
 		return nil, fmt.Errorf("spec.resources: %w", err)
 	}
@@ -102,9 +108,10 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	return map[string]any{
 		"name":                cc.Name,
 		"namespace":           namespace,
-		"version":             cc.Spec.Version,
-		"image":               Image(cc),
-		"replicas":            int64(cc.DesiredReplicas()),
+		"version":             approved.Version,
+		"image":               ImageOf(approved),
+		"restartConfigHash":   RestartConfigHash(approved.Config),
+		"replicas":            int64(approved.Replicas),
 		"resources":           resources,
 		"storage":             storage,
 		"service":             map[string]any{"type": string(serviceType)},

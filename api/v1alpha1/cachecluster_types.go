@@ -267,15 +267,84 @@ type CacheClusterStatus struct {
 	// same operation.
 	// +optional
 	Operation *OperationStatus `json:"operation,omitempty"`
+
+	// Rollout holds the values the pods run, as approved by the day-two
+	// controller. The day-one controller renders the StatefulSet and the
+	// ConfigMap from these instead of from spec, so day-two orders a change
+	// (replicas, version, configuration, resources), holds it while another
+	// operation runs, and reverts it, without ever writing spec. Absent
+	// until day-two first approves the spec.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutValues are the spec fields that decide which pods exist and what
+// they run.
+type RolloutValues struct {
+	// Replicas is the StatefulSet's pod count.
+	Replicas int32 `json:"replicas"`
+	// Version is the Redis version.
+	Version string `json:"version"`
+	// Image overrides the image derived from Version.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Config holds the Redis parameters.
+	// +optional
+	Config map[string]ConfigValue `json:"config,omitempty"`
+	// Resources of the Redis container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// RolloutStatus is what the pods run and, when the last change could not
+// be rolled out, why.
+type RolloutStatus struct {
+	RolloutValues `json:",inline"`
+	// Blocked is a change that failed its pre-check or was rolled back. It
+	// is not tried again until spec changes; the Stalled condition carries
+	// its message.
+	// +optional
+	Blocked *RolloutBlock `json:"blocked,omitempty"`
+}
+
+// RolloutBlock records a refused change.
+type RolloutBlock struct {
+	// Target identifies the refused pod template (a hash of the values
+	// that restart pods).
+	Target string `json:"target"`
+	// Reason is CamelCase: UpgradePrecheckFailed or UpgradeRolledBack.
+	Reason string `json:"reason"`
+	// Message says what failed and what to change.
+	Message string `json:"message"`
 }
 
 // OperationType names a day-two operation.
-// +kubebuilder:validation:Enum=Failover
+// +kubebuilder:validation:Enum=Failover;Switchover;Scaling;Upgrade;Reconfigure
 type OperationType string
 
 const (
 	// OperationFailover replaces a failed master with its best replica.
 	OperationFailover OperationType = "Failover"
+	// OperationSwitchover moves the master role to another pod while the
+	// master is healthy, without losing acknowledged writes.
+	OperationSwitchover OperationType = "Switchover"
+	// OperationScaling changes the number of pods.
+	OperationScaling OperationType = "Scaling"
+	// OperationUpgrade restarts the pods on a new pod template (version,
+	// restart-only configuration, resources): replicas first from the
+	// highest ordinal, then a switchover, the old master last.
+	OperationUpgrade OperationType = "Upgrade"
+	// OperationReconfigure applies parameters Redis can change live with
+	// CONFIG SET on every pod.
+	OperationReconfigure OperationType = "Reconfigure"
+)
+
+// Steps of an upgrade, in order.
+const (
+	StepPrecheck   = "Precheck"
+	StepRestart    = "Restart"
+	StepSwitchover = "Switchover"
+	StepRollback   = "Rollback"
 )
 
 // OperationStatus is one day-two operation in progress.
@@ -295,6 +364,24 @@ type OperationStatus struct {
 	Reason string `json:"reason,omitempty"`
 	// StartedAt is when the operation was recorded.
 	StartedAt metav1.Time `json:"startedAt"`
+	// Step is the current step of a multi-step operation.
+	// +optional
+	Step string `json:"step,omitempty"`
+	// StepStartedAt is when Step began; deadlines are measured from it.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+	// Target is what the operation rolls out (Scaling, Upgrade,
+	// Reconfigure).
+	// +optional
+	Target *RolloutValues `json:"target,omitempty"`
+	// Previous is what the pods ran before, for a rollback.
+	// +optional
+	Previous *RolloutValues `json:"previous,omitempty"`
+	// RestartAll restarts every pod created before the operation started,
+	// even when its template did not change (a live parameter was removed
+	// from spec and only a restart resets it).
+	// +optional
+	RestartAll bool `json:"restartAll,omitempty"`
 }
 
 // CacheCluster is a Redis-compatible cache: one master, its replicas, and

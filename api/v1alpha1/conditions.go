@@ -20,6 +20,9 @@ const (
 	// ConditionDegraded is True when the cluster serves, but with fewer
 	// healthy pods or children than the spec asks for.
 	ConditionDegraded = "Degraded"
+	// ConditionQueued is True while a spec change waits for the running
+	// operation to finish; its message says what waits for what.
+	ConditionQueued = "Queued"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -52,6 +55,14 @@ const (
 	ReasonPaused = "Paused"
 	// ReasonDeleting: the cluster is being deleted.
 	ReasonDeleting = "Deleting"
+	// ReasonUpgradePrecheckFailed: a temporary pod with the new template did
+	// not start; no pod of the cluster was touched.
+	ReasonUpgradePrecheckFailed = "UpgradePrecheckFailed"
+	// ReasonUpgradeRolledBack: an upgraded pod did not become ready and in
+	// sync in time; the upgraded pods were returned to the previous template.
+	ReasonUpgradeRolledBack = "UpgradeRolledBack"
+	// ReasonWaitingForOperation: a change waits for the running operation.
+	ReasonWaitingForOperation = "WaitingForOperation"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.
@@ -86,6 +97,14 @@ const (
 	EventFailoverCompleted = "FailoverCompleted"
 	EventFenced            = "Fenced"
 	EventPodRecreated      = "PodRecreated"
+	EventOperationStarted  = "OperationStarted"
+	EventOperationDone     = "OperationCompleted"
+	EventPrecheckPassed    = "PrecheckPassed"
+	EventPrecheckFailed    = "PrecheckFailed"
+	EventPodRestarted      = "PodRestarted"
+	EventSwitchover        = "Switchover"
+	EventRolledBack        = "RolledBack"
+	EventConfigApplied     = "ConfigApplied"
 )
 
 // Labels and annotations the operator puts on the objects it renders.
@@ -104,6 +123,19 @@ const (
 	// AnnotationAppliedHash records the hash of the rendered object last
 	// applied, so a steady state issues no write to the API server.
 	AnnotationAppliedHash = "cache.cacheops.io/applied-hash"
+	// AnnotationSwitchoverTo asks for a switchover to the named pod
+	// (kubectl cache switchover). Day-two removes it when done or refused.
+	AnnotationSwitchoverTo = "cache.cacheops.io/switchover-to"
+	// SwitchoverToBest as AnnotationSwitchoverTo's value lets day-two pick
+	// the in-sync replica with the most data.
+	SwitchoverToBest = "*"
+	// AnnotationVersion is the Redis version a pod template runs.
+	AnnotationVersion = "cache.cacheops.io/version"
+	// AnnotationRestartConfig is the hash of the parameters that only take
+	// effect at a restart; a change rolls the pods.
+	AnnotationRestartConfig = "cache.cacheops.io/restart-config"
+	// LabelPrecheck marks the temporary pod of an upgrade pre-check.
+	LabelPrecheck = "cache.cacheops.io/precheck"
 	// Finalizer lets the operator remove children (and PVCs, unless retained)
 	// before the CacheCluster disappears.
 	Finalizer = "cache.cacheops.io/finalizer"

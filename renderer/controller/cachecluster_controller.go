@@ -250,6 +250,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 			predicate.LabelChangedPredicate{},
+			// Day-two approves what the pods run in status.rollout, and
+			// its operation decides the phase.
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				o, ok1 := e.ObjectOld.(*cachev1alpha1.CacheCluster)
+				n, ok2 := e.ObjectNew.(*cachev1alpha1.CacheCluster)
+				return ok1 && ok2 && (!equality.Semantic.DeepEqual(o.Status.Rollout, n.Status.Rollout) ||
+					!equality.Semantic.DeepEqual(o.Status.Operation, n.Status.Operation))
+			}},
 			// Deletion sets a timestamp; let it through even if a
 			// generation did not change.
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {

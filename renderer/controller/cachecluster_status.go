@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
 )
 
 // childHealth is one rendered child as kstatus (or, for the StatefulSet,
@@ -124,6 +125,7 @@ func summarize(s *scope, stepErr error) {
 		return
 	}
 	removeCondition(cc, cachev1alpha1.ConditionStalled)
+	defer blockedRollout(cc)
 	if stepErr != nil {
 		// A transient error: keep the last judgement, retry with backoff.
 		setCondition(cc, cachev1alpha1.ConditionReconciling, metav1.ConditionTrue, "RetryingAfterError", stepErr.Error(), gen)
@@ -150,6 +152,8 @@ func summarize(s *scope, stepErr error) {
 		setCondition(cc, cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonNoPodReady, fmt.Sprintf("0 of %d pods ready", want), gen)
 	}
 
+	op := cc.Status.Operation
+	opPhase := operationPhase(op)
 	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded ||
 		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading
 	switch {
@@ -159,10 +163,18 @@ func summarize(s *scope, stepErr error) {
 		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonChildFailed, msg, gen)
 		setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonChildFailed, msg, gen)
 		removeCondition(cc, cachev1alpha1.ConditionReconciling)
+	case len(notReady) == 0 && opPhase != "":
+		// Every pod is ready, but day-two is still rolling a change out.
+		cc.Status.Phase = opPhase
+		msg := operationMessage(op)
+		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonProgressing, msg, gen)
+		setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonProgressing, "Changes are rolling out", gen)
+		setCondition(cc, cachev1alpha1.ConditionReconciling, metav1.ConditionTrue, cachev1alpha1.ReasonProgressing, msg, gen)
 	case len(notReady) == 0:
 		cc.Status.Phase = cachev1alpha1.PhaseRunning
-		if s.statefulSet != nil {
-			cc.Status.CurrentVersion = s.statefulSet.Spec.Template.Annotations["cache.cacheops.io/version"]
+		if sts := s.statefulSet; sts != nil && sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdatedReplicas == sts.Status.Replicas {
+			// Only when every pod runs the template.
+			cc.Status.CurrentVersion = sts.Spec.Template.Annotations[cachev1alpha1.AnnotationVersion]
 		}
 		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionTrue, cachev1alpha1.ReasonReconciled, fmt.Sprintf("%d of %d pods ready, all objects applied", ready, want), gen)
 		setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonPodsReady, "All pods ready", gen)
@@ -172,6 +184,9 @@ func summarize(s *scope, stepErr error) {
 		switch {
 		case !wasRunning:
 			cc.Status.Phase = cachev1alpha1.PhaseInitializing
+		case opPhase != "":
+			cc.Status.Phase = opPhase
+			msg = operationMessage(op) + "; " + msg
 		case s.statefulSet != nil && s.statefulSet.Status.Replicas != want:
 			cc.Status.Phase = cachev1alpha1.PhaseScaling
 		case s.statefulSet != nil && s.statefulSet.Status.UpdatedReplicas < want && s.statefulSet.Status.UpdateRevision != s.statefulSet.Status.CurrentRevision:
@@ -198,6 +213,48 @@ func summarize(s *scope, stepErr error) {
 		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonProgressing, msg, gen)
 		setCondition(cc, cachev1alpha1.ConditionReconciling, metav1.ConditionTrue, cachev1alpha1.ReasonProgressing, msg, gen)
 	}
+}
+
+// operationPhase is the phase a day-two operation in progress shows; a
+// failover shows what the pods show (Degraded).
+func operationPhase(op *cachev1alpha1.OperationStatus) cachev1alpha1.Phase {
+	if op == nil {
+		return ""
+	}
+	switch op.Type {
+	case cachev1alpha1.OperationScaling:
+		return cachev1alpha1.PhaseScaling
+	case cachev1alpha1.OperationUpgrade, cachev1alpha1.OperationReconfigure:
+		return cachev1alpha1.PhaseUpgrading
+	case cachev1alpha1.OperationSwitchover:
+		return cachev1alpha1.PhaseRunning
+	}
+	return ""
+}
+
+func operationMessage(op *cachev1alpha1.OperationStatus) string {
+	msg := fmt.Sprintf("%s %s", op.Type, op.ID)
+	if op.Step != "" {
+		msg += ", step " + op.Step
+	}
+	if op.Reason != "" {
+		msg += ": " + op.Reason
+	}
+	return msg
+}
+
+// blockedRollout applies day-two's verdict on the change spec asks for: a
+// pre-check that failed or an upgrade rolled back. The pods keep running
+// what they ran; Stalled says what to change.
+func blockedRollout(cc *cachev1alpha1.CacheCluster) {
+	r := cc.Status.Rollout
+	if r == nil || r.Blocked == nil || r.Blocked.Target != renderer.TemplateKey(renderer.SpecValues(cc)) {
+		return
+	}
+	gen := cc.Generation
+	setCondition(cc, cachev1alpha1.ConditionStalled, metav1.ConditionTrue, r.Blocked.Reason, r.Blocked.Message, gen)
+	setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, r.Blocked.Reason, r.Blocked.Message, gen)
+	removeCondition(cc, cachev1alpha1.ConditionReconciling)
 }
 
 // nodesOf lists the pods by name; the list holds no value that changes on

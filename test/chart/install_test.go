@@ -279,6 +279,8 @@ func runInstall(t *testing.T, admin env, tc installCase) {
 	allowed := []authorizationv1.ResourceAttributes{
 		{Namespace: tc.clusterNamespace, Verb: "patch", Resource: "pods"},
 		{Namespace: tc.clusterNamespace, Verb: "delete", Resource: "pods"},
+		// The pre-check pod of an upgrade.
+		{Namespace: tc.clusterNamespace, Verb: "create", Resource: "pods"},
 		{Namespace: tc.clusterNamespace, Verb: "list", Resource: "persistentvolumeclaims"},
 		{Namespace: tc.clusterNamespace, Verb: "delete", Resource: "persistentvolumeclaims"},
 		{Namespace: tc.clusterNamespace, Verb: "update", Group: "cache.cacheops.io", Resource: "cacheclusters", Subresource: "finalizers"},
@@ -289,9 +291,6 @@ func runInstall(t *testing.T, admin env, tc installCase) {
 		{Namespace: tc.clusterNamespace, Verb: "update", Group: "cache.cacheops.io", Resource: "cacheclusters"},
 		{Namespace: tc.clusterNamespace, Verb: "create", Group: "cache.cacheops.io", Resource: "cacheclusters"},
 		{Namespace: tc.clusterNamespace, Verb: "delete", Group: "cache.cacheops.io", Resource: "cacheclusters"},
-		// Pods come from the StatefulSet. A controller that starts creating
-		// pods itself must add create to cacheops.rules and drop this line.
-		{Namespace: tc.clusterNamespace, Verb: "create", Resource: "pods"},
 		{Namespace: tc.clusterNamespace, Verb: "create", Group: "apps", Resource: "deployments"},
 		{Namespace: tc.clusterNamespace, Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "roles"},
 		{Namespace: tc.namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "someone-elses-lease"},

@@ -55,8 +55,10 @@ what the controllers do (renderer/controller, dayTwo):
   read through the label-filtered cache (get, list, watch) and prune (delete).
   Secrets also hold the generated password and are read for
   spec.auth.secretRef.
-- Pods: watched for their cluster label; day-two patches the role label and
-  deletes a pod stuck not-Ready so its StatefulSet recreates it.
+- Pods: watched for their cluster label; day-two patches the role label,
+  deletes a pod stuck not-Ready or due for a restart in an upgrade so its
+  StatefulSet recreates it, and creates the temporary pod (with its own
+  ConfigMap) of an upgrade's pre-check.
 - PersistentVolumeClaims: listed and deleted when a CacheCluster is deleted
   without storage.retainOnDelete.
 - Events (events.k8s.io) about CacheClusters.
@@ -87,7 +89,7 @@ CacheCluster's spec.
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list", "delete"]

@@ -1,0 +1,493 @@
+package daytwo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+// precheckName names the pre-check pod and its ConfigMap.
+func precheckName(cc *cachev1alpha1.CacheCluster) string { return cc.Name + "-precheck" }
+
+// observeWorkload adds the StatefulSet and the pre-check pod to the
+// snapshot.
+func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *Snapshot) error {
+	sts := &appsv1.StatefulSet{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name}, sts)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		st := &StatefulSetState{
+			Settled:        sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdateRevision != "",
+			TemplateKey:    templateKeyOf(&sts.Spec.Template),
+			UpdateRevision: sts.Status.UpdateRevision,
+		}
+		if sts.Spec.Replicas != nil {
+			st.Replicas = *sts.Spec.Replicas
+		}
+		snap.StatefulSet = st
+	}
+
+	pod := &corev1.Pod{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case pod.DeletionTimestamp.IsZero():
+		snap.Precheck = precheckState(pod)
+	}
+	return nil
+}
+
+// templateKeyOf computes renderer.TemplateKey from a rendered pod template.
+func templateKeyOf(t *corev1.PodTemplateSpec) string {
+	for _, c := range t.Spec.Containers {
+		if c.Name == "redis" {
+			return templateKey(c.Image, t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
+		}
+	}
+	return ""
+}
+
+func templateKey(image, version, restartHash string, res corev1.ResourceRequirements) string {
+	return renderer.TemplateKeyOf(image, version, restartHash, res)
+}
+
+// precheckState judges the pre-check pod: ready, failed (with the reason
+// the kubelet gives), or still starting.
+func precheckState(p *corev1.Pod) *PrecheckState {
+	st := &PrecheckState{TemplateKey: p.Annotations[annotationTemplateKey]}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			st.Ready = true
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		st.Failure = fmt.Sprintf("the pre-check pod ended (%s): %s", p.Status.Phase, p.Status.Message)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil && badWaiting[cs.State.Waiting.Reason]:
+			st.Failure = fmt.Sprintf("the new template does not start: %s: %s", cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		case cs.RestartCount > 0 || cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			msg := "the Redis process of the pre-check pod exited"
+			if t != nil {
+				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+			st.Failure = msg + "; see its log: kubectl logs " + p.Name
+		}
+	}
+	if st.Failure != "" {
+		st.Ready = false
+	}
+	return st
+}
+
+var badWaiting = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+const annotationTemplateKey = "cache.cacheops.io/template-key"
+
+// setQueued keeps the Queued condition in step with the spec changes that
+// wait for the running operation.
+func (r *Reconciler) setQueued(ctx context.Context, cc *cachev1alpha1.CacheCluster, msg string) error {
+	cur := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionQueued)
+	switch {
+	case msg == "" && cur == nil:
+		return nil
+	case msg != "" && cur != nil && cur.Message == msg:
+		return nil
+	}
+	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+		if msg == "" {
+			meta.RemoveStatusCondition(&st.Conditions, cachev1alpha1.ConditionQueued)
+			return
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionQueued, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonWaitingForOperation,
+			Message: msg, ObservedGeneration: cc.Generation,
+		})
+	})
+}
+
+// approve writes values to status.rollout, keeping the verdict on a
+// blocked change.
+func approve(st *cachev1alpha1.CacheClusterStatus, v cachev1alpha1.RolloutValues) {
+	ro := &cachev1alpha1.RolloutStatus{RolloutValues: *v.DeepCopy()}
+	if st.Rollout != nil {
+		ro.Blocked = st.Rollout.Blocked
+	}
+	st.Rollout = ro
+}
+
+// executeOperation takes one step of a scaling, upgrade, reconfiguration
+// or switchover.
+func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
+	log := ctrl.LoggerFrom(ctx)
+	now := metav1.NewTime(r.now())
+	switch a.Type {
+	case ActionApprove:
+		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { approve(st, *a.Values) })
+
+	case ActionStartOperation:
+		op := a.Operation.DeepCopy()
+		op.ID, op.StartedAt, op.StepStartedAt = newID(), now, &now
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+			return err
+		}
+		log.Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, op.Reason)
+		return nil
+
+	case ActionNextStep:
+		op := a.Operation
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+			return err
+		}
+		if op.Step == cachev1alpha1.StepSwitchover || op.Step == StepRollbackSwitchover {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: switchover %s→%s (%s)", op.Type, op.ID, op.FromPod, op.ToPod, a.Reason)
+		}
+		return nil
+
+	case ActionCompleteOperation:
+		op := cc.Status.Operation
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			if a.Values != nil {
+				approve(st, *a.Values)
+			}
+			st.Operation = nil
+			if op != nil && op.Type == cachev1alpha1.OperationUpgrade && st.Rollout != nil {
+				st.Rollout = st.Rollout.DeepCopy()
+				st.Rollout.Blocked = nil
+				if a.Operation != nil && a.Operation.Reason != "" && op.Target != nil {
+					st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{
+						Target: renderer.TemplateKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradeRolledBack,
+						Message: strings.TrimPrefix(a.Operation.Reason, "rollback: ") + ". The pods run the previous template again; change spec (fix or revert it) to try again.",
+					}
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		if op != nil {
+			took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
+			log.Info("Operation completed", "operation", op.ID, "type", op.Type, "duration", took.String())
+			if op.Type == cachev1alpha1.OperationUpgrade && op.Step == cachev1alpha1.StepRollback {
+				r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, string(op.Type), "%s %s rolled back in %s: %s", op.Type, op.ID, took, op.Reason)
+			} else {
+				r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed in %s: %s", op.Type, op.ID, took, op.Reason)
+			}
+			if op.Type == cachev1alpha1.OperationUpgrade {
+				upgradeDuration.WithLabelValues(cc.Namespace, cc.Name).Observe(took.Seconds())
+			}
+		}
+		return nil
+
+	case ActionPrecheckStart:
+		return r.startPrecheck(ctx, cc, *a.Values)
+
+	case ActionPrecheckPass:
+		if err := r.deletePrecheck(ctx, cc); err != nil {
+			return err
+		}
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			approve(st, *a.Values)
+			st.Operation = a.Operation
+		}); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPrecheckPassed, "Precheck", "%s %s: %s; restarting the pods in order", a.Operation.Type, a.Operation.ID, a.Reason)
+		return nil
+
+	case ActionPrecheckFail:
+		op := cc.Status.Operation
+		if err := r.deletePrecheck(ctx, cc); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("Pre-check of %q failed: %s. No pod was restarted; fix spec (or revert it) to try again.", op.Reason, a.Reason)
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			if st.Rollout != nil {
+				st.Rollout = st.Rollout.DeepCopy()
+				st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.TemplateKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed, Message: msg}
+			}
+			st.Operation = nil
+		}); err != nil {
+			return err
+		}
+		log.Info("Pre-check failed", "operation", op.ID, "reason", a.Reason)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck", "%s", msg)
+		return nil
+
+	case ActionRestartPod:
+		// The cache may not show a deletion made a moment ago: ask the API
+		// server, so a pod is restarted once and never its replacement.
+		live := &corev1.Pod{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: a.Pod}, live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if sp, ok := snap.pod(a.Pod); !live.DeletionTimestamp.IsZero() || (ok && sp.UID != "" && sp.UID != live.UID) {
+			return nil
+		}
+		op := cc.Status.Operation.DeepCopy()
+		op.StepStartedAt = &now
+		// Record the restart before it happens: its deadline starts now.
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+			return err
+		}
+		uid := live.UID
+		if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil
+			}
+			return err
+		}
+		podRestarts.WithLabelValues(cc.Namespace, cc.Name).Inc()
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPodRestarted, string(op.Type), "%s %s: restarting %s (%s)", op.Type, op.ID, a.Pod, a.Reason)
+		return nil
+
+	case ActionRollback:
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			approve(st, *a.Values)
+			st.Operation = a.Operation
+		}); err != nil {
+			return err
+		}
+		log.Info("Rolling back", "operation", a.Operation.ID, "reason", a.Reason)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, "Rollback", "%s %s: rolling back: %s", a.Operation.Type, a.Operation.ID, a.Reason)
+		return nil
+
+	case ActionGracefulSwitchover:
+		from, _ := snap.pod(a.Master)
+		to, _ := snap.pod(a.Pod)
+		timeout := max(snap.ProbeTimeout, 5*time.Second)
+		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(from.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+		defer c.Close()
+		err := c.Do(ctx, "FAILOVER", "TO", to.IP, "6379", "TIMEOUT", strconv.FormatInt(timeout.Milliseconds(), 10)).Err()
+		if err != nil && !strings.Contains(err.Error(), "already in progress") {
+			return fmt.Errorf("FAILOVER TO %s on %s: %w", a.Pod, a.Master, err)
+		}
+		return nil
+
+	case ActionEndSwitchover:
+		op := cc.Status.Operation
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			if a.Pod != "" {
+				st.CurrentMaster = a.Pod
+			}
+			st.Operation = a.Operation
+		}); err != nil {
+			return err
+		}
+		if a.Pod == "" {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s", op.Type, op.ID, a.Reason)
+			return nil
+		}
+		took := r.now().Sub(op.StepStartedAt.Time).Round(time.Millisecond)
+		switchovers.WithLabelValues(cc.Namespace, cc.Name).Inc()
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s is the master (was %s), switchover took %s", op.Type, op.ID, a.Pod, a.Master, took)
+		if a.Operation == nil {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed: %s", op.Type, op.ID, op.Reason)
+		}
+		return nil
+
+	case ActionApplyConfig:
+		op := cc.Status.Operation
+		if err := r.applyConfig(ctx, snap, a.Config, pw); err != nil {
+			// A parameter Redis would not change live: roll it in with
+			// restarts instead (the pre-check catches a value Redis refuses
+			// at start-up).
+			next := op.DeepCopy()
+			next.Type, next.Step, next.StepStartedAt, next.RestartAll = cachev1alpha1.OperationUpgrade, cachev1alpha1.StepPrecheck, &now, true
+			next.Previous = snap.Approved.DeepCopy()
+			next.Reason = strings.TrimSuffix(op.Reason, ": applied live, no restart") + ": rolling restart (" + err.Error() + ")"
+			if perr := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = next }); perr != nil {
+				return perr
+			}
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: cannot apply live (%v); rolling the pods instead", op.Type, op.ID, err)
+			return nil
+		}
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			approve(st, *a.Values)
+			st.Operation = nil
+		}); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: %s on %d pods, checked with CONFIG GET", op.Type, op.ID, a.Reason, len(snap.Pods))
+		return nil
+
+	case ActionClearSwitchoverRequest:
+		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
+		if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "Switchover request to %s removed: %s", a.Pod, a.Reason)
+		return nil
+	}
+	return fmt.Errorf("unknown action %s", a.Type)
+}
+
+// applyConfig sets the parameters on every pod with one CONFIG SET (Redis
+// applies them all or none), then reads them back.
+func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[string]string, pw string) error {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := []any{"CONFIG", "SET"}
+	for _, k := range keys {
+		args = append(args, k, params[k])
+	}
+	for _, p := range snap.Pods {
+		if p.Deleting || p.IP == "" {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(p.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+		err := c.Do(ctx, args...).Err()
+		if err == nil {
+			for _, k := range keys {
+				got, gerr := c.ConfigGet(ctx, k).Result()
+				if gerr != nil {
+					err = gerr
+					break
+				}
+				if !sameParam(got[k], params[k]) {
+					err = fmt.Errorf("%s: CONFIG GET %s returns %q after setting %q", p.Name, k, got[k], params[k])
+					break
+				}
+			}
+		}
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// sameParam compares a value Redis returns with the one that was set: Redis
+// normalises memory sizes to bytes and some words to lower case.
+func sameParam(got, set string) bool {
+	if strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(set)) {
+		return true
+	}
+	a, aok := parseMemory(got)
+	b, bok := parseMemory(set)
+	return aok && bok && a == b
+}
+
+// parseMemory reads a Redis memory value: 100, 1k, 1kb, 5m, 5mb, 1g, 1gb.
+func parseMemory(v string) (int64, bool) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}} {
+		if strings.HasSuffix(v, u.s) {
+			v, mult = strings.TrimSuffix(v, u.s), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n * mult, err == nil
+}
+
+// startPrecheck starts a pod with the new template: the StatefulSet's pod
+// and ConfigMap rendered from the target values, an empty data folder, no
+// label any Service selects.
+func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) error {
+	if err := r.deletePrecheck(ctx, cc); err != nil {
+		return err
+	}
+	draft := cc.DeepCopy()
+	approve(&draft.Status, target)
+	objs, err := renderer.Render(draft, renderer.DefaultCapabilities())
+	if err != nil {
+		return fmt.Errorf("rendering the new template: %w", err)
+	}
+	var sts appsv1.StatefulSet
+	var cm corev1.ConfigMap
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "StatefulSet":
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
+		case "ConfigMap":
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	name := precheckName(cc)
+	labels := map[string]string{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue, cachev1alpha1.LabelPrecheck: cc.Name}
+	pcm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: name, Labels: labels}, Data: cm.Data}
+	spec := sts.Spec.Template.Spec.DeepCopy()
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	spec.TerminationGracePeriodSeconds = ptrTo[int64](5)
+	for i, v := range spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
+			spec.Volumes[i].ConfigMap.Name = name
+		}
+	}
+	for _, t := range sts.Spec.VolumeClaimTemplates {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cc.Namespace, Name: name, Labels: labels,
+			Annotations: map[string]string{annotationTemplateKey: renderer.TemplateKey(target)},
+		},
+		Spec: *spec,
+	}
+	for _, o := range []client.Object{pcm, pod} {
+		if err := controllerutil.SetControllerReference(cc, o, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the pre-check %s: %w", strings.ToLower(o.GetObjectKind().GroupVersionKind().Kind), err)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
+	zero := int64(0)
+	meta := metav1.ObjectMeta{Namespace: cc.Namespace, Name: precheckName(cc)}
+	if err := r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: meta}, &client.DeleteOptions{GracePeriodSeconds: &zero}); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: meta}))
+}
+
+func ptrTo[T any](v T) *T { return &v }

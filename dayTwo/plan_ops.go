@@ -1,0 +1,479 @@
+package daytwo
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+// The steps of operations other than failover.
+const (
+	// ActionApprove writes Values to status.rollout: day-one renders the
+	// StatefulSet and the ConfigMap from them.
+	ActionApprove ActionType = "Approve"
+	// ActionStartOperation records Operation in the status before any of
+	// its steps is taken.
+	ActionStartOperation ActionType = "StartOperation"
+	// ActionNextStep records the operation's next step.
+	ActionNextStep ActionType = "NextStep"
+	// ActionCompleteOperation ends the operation: Values (if set) are
+	// approved and Operation (if set) holds the rollout's verdict.
+	ActionCompleteOperation ActionType = "CompleteOperation"
+	// ActionPrecheckStart starts a temporary pod with the new template.
+	ActionPrecheckStart ActionType = "PrecheckStart"
+	// ActionPrecheckPass removes the pre-check pod and approves the new
+	// template; the restarts begin.
+	ActionPrecheckPass ActionType = "PrecheckPass"
+	// ActionPrecheckFail removes the pre-check pod and blocks the new
+	// template; no pod of the cluster was touched.
+	ActionPrecheckFail ActionType = "PrecheckFail"
+	// ActionRestartPod deletes a pod so its StatefulSet recreates it on
+	// the approved template.
+	ActionRestartPod ActionType = "RestartPod"
+	// ActionRollback approves the previous values again and restarts the
+	// pods that run the new template.
+	ActionRollback ActionType = "Rollback"
+	// ActionGracefulSwitchover runs Redis FAILOVER TO on the master: it
+	// pauses writes, waits for the target to catch up, then swaps roles.
+	ActionGracefulSwitchover ActionType = "GracefulSwitchover"
+	// ActionEndSwitchover records the new master (or the abort) and returns
+	// to the operation's next step.
+	ActionEndSwitchover ActionType = "EndSwitchover"
+	// ActionApplyConfig sets parameters live with CONFIG SET on every pod
+	// and checks them with CONFIG GET.
+	ActionApplyConfig ActionType = "ApplyConfig"
+	// ActionClearSwitchoverRequest removes the switchover annotation.
+	ActionClearSwitchoverRequest ActionType = "ClearSwitchoverRequest"
+)
+
+// StepRollbackSwitchover is the switchover inside a rollback.
+const StepRollbackSwitchover = "RollbackSwitchover"
+
+// StepRemove waits for the pods of a scale-down to go.
+const StepRemove = "Remove"
+
+func inSwitchover(op *cachev1alpha1.OperationStatus) bool {
+	return op != nil && (op.Step == cachev1alpha1.StepSwitchover || op.Step == StepRollbackSwitchover)
+}
+
+// planOperations continues the operation in progress, or starts the next
+// one when spec asks for something the pods do not run yet. The topology
+// is healthy when it is called.
+func planOperations(s Snapshot) Action {
+	if op := s.Operation; op != nil {
+		switch op.Type {
+		case cachev1alpha1.OperationScaling:
+			return planScaling(s)
+		case cachev1alpha1.OperationUpgrade:
+			return planUpgrade(s)
+		case cachev1alpha1.OperationReconfigure:
+			return planReconfigure(s)
+		}
+		return Action{Type: ActionWait, Reason: fmt.Sprintf("operation %s of unknown type %s", op.ID, op.Type)}
+	}
+	return nextOperation(s)
+}
+
+// nextOperation chooses the next change to roll out: a requested
+// switchover, then a new pod template, then live parameters, then the
+// number of pods.
+func nextOperation(s Snapshot) Action {
+	a := *s.Approved
+	master, _ := s.pod(s.CurrentMaster)
+	if to := s.SwitchoverTo; to != "" {
+		if to == cachev1alpha1.SwitchoverToBest {
+			if to = bestInSync(s, master, func(PodState) bool { return true }); to == "" {
+				return Action{Type: ActionWait, Reason: "switchover requested; waiting for a replica to be ready and in sync"}
+			}
+		}
+		p, ok := s.pod(to)
+		switch {
+		case to == s.CurrentMaster:
+			return Action{Type: ActionClearSwitchoverRequest, Pod: to, Reason: to + " is the master already"}
+		case !ok:
+			return Action{Type: ActionClearSwitchoverRequest, Pod: to, Reason: "no pod " + to + " in this cluster"}
+		case !inSync(p, master):
+			return Action{Type: ActionWait, Pod: to, Reason: "switchover requested; waiting for " + to + " to be ready and in sync"}
+		}
+		return Action{Type: ActionStartOperation, Pod: to, Reason: "requested switchover", Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationSwitchover, FromPod: s.CurrentMaster, ToPod: to,
+			Reason: fmt.Sprintf("switchover %s→%s requested", s.CurrentMaster, to), Step: cachev1alpha1.StepSwitchover,
+		}}
+	}
+	if s.StatefulSet == nil || !s.StatefulSet.Settled {
+		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to observe its spec"}
+	}
+
+	specKey, approvedKey := renderer.TemplateKey(s.Spec), renderer.TemplateKey(a)
+	live, restart := renderer.ConfigChange(a.Config, s.Spec.Config)
+	blocked := s.Blocked != nil && s.Blocked.Target == specKey
+	if !blocked && (specKey != approvedKey || restart) {
+		target := a
+		target.Version, target.Image, target.Config, target.Resources = s.Spec.Version, s.Spec.Image, s.Spec.Config, s.Spec.Resources
+		return Action{Type: ActionStartOperation, Reason: describeUpgrade(a, target), Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepPrecheck, Reason: describeUpgrade(a, target),
+			Target: target.DeepCopy(), Previous: a.DeepCopy(), RestartAll: specKey == approvedKey,
+		}}
+	}
+	if s.StatefulSet.TemplateKey == approvedKey {
+		for _, p := range s.Pods {
+			if !p.Deleting && p.Revision != "" && p.Revision != s.StatefulSet.UpdateRevision {
+				return Action{Type: ActionStartOperation, Reason: p.Name + " runs an older pod template", Operation: &cachev1alpha1.OperationStatus{
+					Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepRestart, Reason: "pods run an older pod template",
+					Target: a.DeepCopy(),
+				}}
+			}
+		}
+	}
+	if len(live) > 0 {
+		target := a
+		target.Config = map[string]cachev1alpha1.ConfigValue{}
+		for k, v := range a.Config {
+			target.Config[k] = v
+		}
+		for k, v := range live {
+			target.Config[k] = cachev1alpha1.ConfigValue(v)
+		}
+		return Action{Type: ActionStartOperation, Reason: describeConfig(a.Config, live), Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationReconfigure, Reason: describeConfig(a.Config, live), Target: target.DeepCopy(),
+		}}
+	}
+	if s.Spec.Replicas != a.Replicas {
+		target := a
+		target.Replicas = s.Spec.Replicas
+		reason := fmt.Sprintf("replicas %d→%d", a.Replicas, target.Replicas)
+		if target.Replicas < a.Replicas && master.Ordinal() >= int(target.Replicas) {
+			reason += fmt.Sprintf(": switchover first, the master is on ordinal %d", master.Ordinal())
+		}
+		return Action{Type: ActionStartOperation, Reason: reason, Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationScaling, Reason: reason, Target: target.DeepCopy(),
+		}}
+	}
+	return Action{Type: ActionNone}
+}
+
+// planUpgrade: pre-check, restarts (replicas from the highest ordinal, a
+// switchover, the old master last), and a rollback when an upgraded pod
+// does not become ready and in sync in time.
+func planUpgrade(s Snapshot) Action {
+	op := s.Operation
+	switch op.Step {
+	case cachev1alpha1.StepPrecheck:
+		key := renderer.TemplateKey(*op.Target)
+		pc := s.Precheck
+		switch {
+		case pc != nil && pc.TemplateKey == key && pc.Failure != "":
+			return Action{Type: ActionPrecheckFail, Reason: pc.Failure}
+		case pc != nil && pc.TemplateKey == key && pc.Ready:
+			next := op.DeepCopy()
+			next.Step, next.StepStartedAt = cachev1alpha1.StepRestart, timeRef(s.Now)
+			return Action{Type: ActionPrecheckPass, Values: op.Target, Operation: next, Reason: "the new template starts and loads the configuration"}
+		case stepExpired(s):
+			return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the pre-check pod did not become ready within %s", s.StepDeadline)}
+		case pc == nil || pc.TemplateKey != key:
+			return Action{Type: ActionPrecheckStart, Values: op.Target, Reason: "start a pod with the new template"}
+		}
+		return Action{Type: ActionWait, Reason: "waiting for the pre-check pod"}
+	case cachev1alpha1.StepRollback:
+		return planRestart(s, *op.Previous, true)
+	}
+	return planRestart(s, *op.Target, false)
+}
+
+// planRestart restarts, one at a time, every pod that does not run the
+// template of target: replicas from the highest ordinal, then a
+// switchover, then the old master. The next pod restarts only when every
+// restarted pod is ready and in sync.
+func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack bool) Action {
+	op := s.Operation
+	sts := s.StatefulSet
+	if sts == nil || !sts.Settled || sts.TemplateKey != renderer.TemplateKey(target) {
+		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to take the approved template"}
+	}
+	master, ok := s.pod(s.CurrentMaster)
+	if !ok {
+		return Action{Type: ActionWait, Reason: "waiting for the master"}
+	}
+	outdated := func(p PodState) bool {
+		if p.Revision != sts.UpdateRevision {
+			return true
+		}
+		return op.RestartAll && !rollingBack && p.Created.Before(op.StartedAt.Time)
+	}
+	for i := 0; i < int(target.Replicas); i++ {
+		name := fmt.Sprintf("%s-%d", s.Name, i)
+		p, ok := s.pod(name)
+		var why string
+		switch {
+		case !ok || p.Deleting:
+			why = name + " is being recreated"
+		case !outdated(p) && !inSync(p, master):
+			why = name + " is not ready and in sync yet"
+		}
+		if why == "" {
+			continue
+		}
+		if stepExpired(s) {
+			if !rollingBack && op.Previous != nil {
+				reason := fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template (%s)", name, s.StepDeadline, op.Reason)
+				next := op.DeepCopy()
+				next.Step, next.StepStartedAt, next.Reason = cachev1alpha1.StepRollback, timeRef(s.Now), "rollback: "+reason
+				return Action{Type: ActionRollback, Pod: name, Values: op.Previous, Operation: next, Reason: reason}
+			}
+			why += fmt.Sprintf(" (for more than %s)", s.StepDeadline)
+		}
+		return Action{Type: ActionWait, Pod: name, Reason: why}
+	}
+
+	pods := sortedPods(s)
+	for i := len(pods) - 1; i >= 0; i-- {
+		p := pods[i]
+		if p.Name != master.Name && !p.Deleting && outdated(p) && p.Ordinal() < int(target.Replicas) {
+			return Action{Type: ActionRestartPod, Pod: p.Name, Reason: fmt.Sprintf("%s: replica %d of the rollout", op.Type, p.Ordinal())}
+		}
+	}
+	if outdated(master) {
+		if target.Replicas == 1 {
+			return Action{Type: ActionRestartPod, Pod: master.Name, Reason: "the only pod: it restarts as master (the cluster is unavailable meanwhile)"}
+		}
+		cand := bestInSync(s, master, func(p PodState) bool { return !outdated(p) })
+		if cand == "" {
+			return Action{Type: ActionWait, Reason: "no replica on the new template is in sync to take over"}
+		}
+		next := op.DeepCopy()
+		next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), master.Name, cand
+		if rollingBack {
+			next.Step = StepRollbackSwitchover
+		}
+		return Action{Type: ActionNextStep, Pod: cand, Master: master.Name, Operation: next, Reason: "switchover before the master restarts"}
+	}
+	done := &cachev1alpha1.OperationStatus{}
+	if rollingBack {
+		done.Reason = op.Reason
+	}
+	return Action{Type: ActionCompleteOperation, Operation: done, Reason: "every pod runs the approved template"}
+}
+
+// planSwitchover moves the master role from op.FromPod to op.ToPod while
+// both answer: traffic off the master, Redis FAILOVER (writes paused until
+// the target caught up), traffic to the new master.
+func planSwitchover(s Snapshot) Action {
+	op := s.Operation
+	from, fok := s.pod(op.FromPod)
+	to, tok := s.pod(op.ToPod)
+	if tok && healthy(to) && to.Obs.Role == "master" {
+		if fok && from.RoleLabel == cachev1alpha1.RoleMaster {
+			return Action{Type: ActionUnlabel, Pod: from.Name, Reason: "switchover: only the new master may carry the label"}
+		}
+		if to.RoleLabel != cachev1alpha1.RoleMaster {
+			return Action{Type: ActionLabelMaster, Pod: to.Name, Reason: "switchover"}
+		}
+		return Action{Type: ActionEndSwitchover, Pod: to.Name, Master: from.Name, Operation: afterSwitchover(op, s.Now), Reason: "switchover done"}
+	}
+	if stepExpired(s) {
+		abort := afterSwitchover(op, s.Now)
+		return Action{Type: ActionEndSwitchover, Master: op.FromPod, Operation: abort, Reason: fmt.Sprintf("switchover to %s aborted: not done within %s", op.ToPod, s.StepDeadline)}
+	}
+	switch {
+	case !tok || !healthy(to):
+		return Action{Type: ActionWait, Pod: op.ToPod, Reason: "switchover: waiting for the target to answer"}
+	case !fok || !healthy(from) || from.Obs.Role != "master":
+		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: waiting for the master"}
+	case from.Obs.FailoverState != "" && from.Obs.FailoverState != "no-failover":
+		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: Redis FAILOVER in progress (" + from.Obs.FailoverState + ")"}
+	case to.Obs.MasterHost != from.IP || !to.Obs.MasterLinkUp:
+		return Action{Type: ActionWait, Pod: op.ToPod, Reason: "switchover: waiting for the target to follow the master"}
+	case from.RoleLabel == cachev1alpha1.RoleMaster:
+		return Action{Type: ActionUnlabel, Pod: from.Name, Reason: "switchover: stop traffic to the old master"}
+	}
+	return Action{Type: ActionGracefulSwitchover, Pod: to.Name, Master: from.Name, Reason: "switchover"}
+}
+
+// afterSwitchover is the operation once the switchover ended (or was
+// aborted): a requested switchover is over; an upgrade goes back to its
+// restarts; a scale-down removes pods.
+func afterSwitchover(op *cachev1alpha1.OperationStatus, now time.Time) *cachev1alpha1.OperationStatus {
+	if op.Type == cachev1alpha1.OperationSwitchover {
+		return nil
+	}
+	next := op.DeepCopy()
+	next.FromPod, next.ToPod, next.StepStartedAt = "", "", timeRef(now)
+	switch {
+	case op.Step == StepRollbackSwitchover:
+		next.Step = cachev1alpha1.StepRollback
+	case op.Type == cachev1alpha1.OperationScaling:
+		next.Step = ""
+	default:
+		next.Step = cachev1alpha1.StepRestart
+	}
+	return next
+}
+
+// planScaling: a scale-down first moves the master off the ordinals that
+// go; the count changes only then. Done when every pod that should exist
+// is ready and in sync and the others are gone.
+func planScaling(s Snapshot) Action {
+	op := s.Operation
+	want := op.Target.Replicas
+	master, _ := s.pod(s.CurrentMaster)
+	if s.Approved.Replicas != want {
+		if want < s.Approved.Replicas && master.Ordinal() >= int(want) {
+			cand := bestInSync(s, master, func(p PodState) bool { return p.Ordinal() < int(want) })
+			if cand == "" {
+				return Action{Type: ActionWait, Reason: fmt.Sprintf("scale-down: no replica below ordinal %d is in sync to take over from %s", want, master.Name)}
+			}
+			next := op.DeepCopy()
+			next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), master.Name, cand
+			return Action{Type: ActionNextStep, Pod: cand, Master: master.Name, Operation: next, Reason: fmt.Sprintf("scale-down: the master %s is on an ordinal that goes", master.Name)}
+		}
+		v := *s.Approved
+		v.Replicas = want
+		return Action{Type: ActionApprove, Values: &v, Reason: fmt.Sprintf("replicas %d→%d", s.Approved.Replicas, want)}
+	}
+	if sts := s.StatefulSet; sts == nil || !sts.Settled || sts.Replicas != want {
+		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to take the new count"}
+	}
+	for _, p := range s.Pods {
+		if p.Ordinal() >= int(want) {
+			return Action{Type: ActionWait, Pod: p.Name, Reason: "waiting for " + p.Name + " to go"}
+		}
+	}
+	for i := 0; i < int(want); i++ {
+		name := fmt.Sprintf("%s-%d", s.Name, i)
+		if p, ok := s.pod(name); !ok || !inSync(p, master) {
+			return Action{Type: ActionWait, Pod: name, Reason: "waiting for " + name + " to be ready and in sync"}
+		}
+	}
+	return Action{Type: ActionCompleteOperation, Reason: fmt.Sprintf("%d pods ready and in sync", want)}
+}
+
+// planReconfigure sets the changed parameters on every pod at once, then
+// approves them (the ConfigMap follows, for pods that start later).
+func planReconfigure(s Snapshot) Action {
+	op := s.Operation
+	live, _ := renderer.ConfigChange(s.Approved.Config, op.Target.Config)
+	if len(live) == 0 {
+		return Action{Type: ActionCompleteOperation, Values: op.Target, Reason: "nothing left to set"}
+	}
+	for _, p := range s.Pods {
+		if !healthy(p) {
+			return Action{Type: ActionWait, Pod: p.Name, Reason: "waiting for " + p.Name + " to answer before changing parameters"}
+		}
+	}
+	return Action{Type: ActionApplyConfig, Config: live, Values: op.Target, Reason: describeConfig(s.Approved.Config, live)}
+}
+
+// inSync: the pod serves what the master has: ready, following the master
+// with its link up and, when the master holds data, holding data too.
+func inSync(p, master PodState) bool {
+	if !healthy(p) || !p.Ready {
+		return false
+	}
+	if p.Name == master.Name {
+		return p.Obs.Role == "master"
+	}
+	return p.Obs.Role == "slave" && p.Obs.MasterHost == master.IP && p.Obs.MasterLinkUp &&
+		(master.Obs.Keys == 0 || p.Obs.Keys > 0)
+}
+
+// bestInSync is the in-sync replica that may take over (ok), with the
+// highest offset, then the lowest ordinal.
+func bestInSync(s Snapshot, master PodState, ok func(PodState) bool) string {
+	var cands []PodState
+	for _, p := range s.Pods {
+		if p.Name != master.Name && !p.Deleting && ok(p) && inSync(p, master) {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].Obs.Offset != cands[j].Obs.Offset {
+			return cands[i].Obs.Offset > cands[j].Obs.Offset
+		}
+		return cands[i].Ordinal() < cands[j].Ordinal()
+	})
+	return cands[0].Name
+}
+
+func stepExpired(s Snapshot) bool {
+	op := s.Operation
+	return op != nil && op.StepStartedAt != nil && s.StepDeadline > 0 && s.Now.Sub(op.StepStartedAt.Time) > s.StepDeadline
+}
+
+func timeRef(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t)
+	return &m
+}
+
+// describeUpgrade says what a template change is, for people.
+func describeUpgrade(from, to cachev1alpha1.RolloutValues) string {
+	var parts []string
+	if from.Version != to.Version {
+		parts = append(parts, fmt.Sprintf("version %s→%s", from.Version, to.Version))
+	}
+	if renderer.ImageOf(from) != renderer.ImageOf(to) && (from.Image != "" || to.Image != "") {
+		parts = append(parts, fmt.Sprintf("image %s→%s", renderer.ImageOf(from), renderer.ImageOf(to)))
+	}
+	if _, restart := renderer.ConfigChange(from.Config, to.Config); restart {
+		parts = append(parts, "parameters that need a restart")
+	}
+	if renderer.TemplateKey(cachev1alpha1.RolloutValues{Resources: from.Resources}) != renderer.TemplateKey(cachev1alpha1.RolloutValues{Resources: to.Resources}) {
+		parts = append(parts, "resources")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "pod template")
+	}
+	return strings.Join(parts, ", ") + ": rolling restart"
+}
+
+// describeConfig lists live parameter changes.
+func describeConfig(from map[string]cachev1alpha1.ConfigValue, live map[string]string) string {
+	keys := make([]string, 0, len(live))
+	for k := range live {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if old, ok := from[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s→%s", k, old, live[k]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s", k, live[k]))
+		}
+	}
+	return strings.Join(parts, ", ") + ": applied live, no restart"
+}
+
+// Queued says which spec changes wait for the operation in progress; empty
+// when nothing waits.
+func Queued(s Snapshot) string {
+	op := s.Operation
+	if op == nil || s.Approved == nil {
+		return ""
+	}
+	base := *s.Approved
+	if op.Target != nil {
+		base = *op.Target
+	}
+	var waiting []string
+	if s.Spec.Replicas != base.Replicas {
+		waiting = append(waiting, fmt.Sprintf("replicas %d→%d", base.Replicas, s.Spec.Replicas))
+	}
+	if renderer.TemplateKey(s.Spec) != renderer.TemplateKey(base) && !(s.Blocked != nil && s.Blocked.Target == renderer.TemplateKey(s.Spec)) {
+		waiting = append(waiting, describeUpgrade(base, s.Spec))
+	} else if live, _ := renderer.ConfigChange(base.Config, s.Spec.Config); len(live) > 0 {
+		waiting = append(waiting, describeConfig(base.Config, live))
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: waits for %s %s to finish", strings.Join(waiting, "; "), op.Type, op.ID)
+}

@@ -1,0 +1,131 @@
+package renderer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// restartOnly lists the Redis parameters CONFIG SET refuses (Redis marks
+// them immutable) or that only take effect when the server starts. A change
+// to one of them rolls the pods; every other parameter is applied live.
+var restartOnly = map[string]bool{
+	"always-show-logo": true, "appendfilename": true, "databases": true,
+	"disable-thp": true, "enable-debug-command": true, "enable-module-command": true,
+	"enable-protected-configs": true, "io-threads": true, "io-threads-do-reads": true,
+	"loadmodule": true, "rdbchecksum": true, "set-proc-title": true,
+	"syslog-enabled": true, "syslog-facility": true, "syslog-ident": true,
+	"tcp-backlog": true, "cluster-port": true,
+}
+
+// RestartOnly tells whether a Redis parameter needs a restart to change.
+func RestartOnly(param string) bool { return restartOnly[param] }
+
+// SpecValues are the rollout values spec asks for.
+func SpecValues(cc *cachev1alpha1.CacheCluster) cachev1alpha1.RolloutValues {
+	v := cachev1alpha1.RolloutValues{
+		Replicas: cc.DesiredReplicas(), Version: cc.Spec.Version, Image: cc.Spec.Image,
+		Resources: *cc.Spec.Resources.DeepCopy(),
+	}
+	if len(cc.Spec.Config) > 0 {
+		v.Config = make(map[string]cachev1alpha1.ConfigValue, len(cc.Spec.Config))
+		for k, x := range cc.Spec.Config {
+			v.Config[k] = x
+		}
+	}
+	return v
+}
+
+// Approved are the values the pods run: status.rollout once day-two has
+// approved a spec, spec before that.
+func Approved(cc *cachev1alpha1.CacheCluster) cachev1alpha1.RolloutValues {
+	if r := cc.Status.Rollout; r != nil {
+		return *r.RolloutValues.DeepCopy()
+	}
+	return SpecValues(cc)
+}
+
+// ImageOf is the image a set of rollout values runs.
+func ImageOf(v cachev1alpha1.RolloutValues) string {
+	if v.Image != "" {
+		return v.Image
+	}
+	return ImageRepository + ":" + v.Version
+}
+
+// RestartConfigHash hashes the parameters that only take effect at a
+// restart. It is a pod template annotation, so changing one of them makes
+// a new StatefulSet revision, while a live parameter does not.
+func RestartConfigHash(config map[string]cachev1alpha1.ConfigValue) string {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		if restartOnly[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k + "\x00" + string(config[k]) + "\x00"))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// TemplateKey identifies the pod template a set of values renders: two
+// values with the same key run the same pods. Replicas and live parameters
+// are not part of it.
+func TemplateKey(v cachev1alpha1.RolloutValues) string {
+	return TemplateKeyOf(ImageOf(v), v.Version, RestartConfigHash(v.Config), v.Resources)
+}
+
+// TemplateKeyOf is TemplateKey from the parts a rendered pod template
+// shows: the image, the version and restart-config annotations, the
+// resources.
+func TemplateKeyOf(image, version, restartHash string, res corev1.ResourceRequirements) string {
+	b, _ := json.Marshal(res)
+	h := sha256.New()
+	h.Write([]byte(image + "\x00" + version + "\x00" + restartHash + "\x00"))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// ConfigChange compares the parameters of two values: live holds the
+// parameters to CONFIG SET (added or changed, and live), restart is true
+// when a change needs a restart: a restart-only parameter changed, or a
+// live one was removed (only a restart returns it to its default).
+func ConfigChange(from, to map[string]cachev1alpha1.ConfigValue) (live map[string]string, restart bool) {
+	live = map[string]string{}
+	for k, v := range to {
+		if old, ok := from[k]; ok && old == v {
+			continue
+		}
+		if restartOnly[k] {
+			restart = true
+			continue
+		}
+		live[k] = string(v)
+	}
+	for k := range from {
+		if _, ok := to[k]; !ok {
+			restart = true
+		}
+	}
+	return live, restart
+}
+
+// SameValues tells whether two rollout values are equal.
+func SameValues(a, b cachev1alpha1.RolloutValues) bool {
+	if len(a.Config) == 0 && len(b.Config) == 0 {
+		a.Config, b.Config = nil, nil
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
