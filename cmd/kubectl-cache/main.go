@@ -28,11 +28,21 @@ func main() {
 	}
 }
 
-const usage = `usage: kubectl cache render -f FILE [--values]
+const usage = `usage: kubectl cache COMMAND ...
 
-  render   print the objects the operator applies for the CacheCluster(s) in
+  render -f FILE [--values]
+           print the objects the operator applies for the CacheCluster(s) in
            FILE ("-" reads standard input); --values prints the chart values
-           instead, for helm template charts/cachecluster -f <values>`
+           instead, for helm template charts/cachecluster -f <values>
+  plan --base FILE|DIR|REV --head FILE|DIR|REV [--format text|markdown|json] [--master POD] [PATH...]
+           what a change does to each CacheCluster: the day-two operations
+           it triggers in order, with the pods they restart and the
+           switchovers, and the diff of the rendered objects
+  status NAME [-n NAMESPACE]
+           a live cluster's phase, pods, roles, operation and conditions
+  switchover NAME [--to POD] [-n NAMESPACE]
+           ask day-two to move the master role (to POD, or to the best
+           in-sync replica)`
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -41,6 +51,12 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	switch args[0] {
 	case "render":
 		return render(args[1:], stdin, stdout)
+	case "plan":
+		return plan(args[1:], stdout)
+	case "status":
+		return status(args[1:], stdout)
+	case "switchover":
+		return switchover(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
