@@ -27,6 +27,7 @@ type workload struct {
 
 	mu       sync.Mutex
 	acked    map[string]string
+	ackedAt  []time.Time
 	attempts int
 	failures int
 	stop     chan struct{}
@@ -109,6 +110,7 @@ func (w *workload) run() {
 		if err == nil && replicas >= 1 {
 			w.mu.Lock()
 			w.acked[key] = val
+			w.ackedAt = append(w.ackedAt, time.Now())
 			w.mu.Unlock()
 			continue
 		}
@@ -148,6 +150,23 @@ func (w *workload) Verify(g Gomega) (checked int, lost []string) {
 		}
 	}
 	return len(w.acked), lost
+}
+
+// longestPause is the longest time between two acknowledged writes in
+// [from, to]: how long clients could not write.
+func (w *workload) longestPause(from, to time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	prev := from
+	for _, t := range w.ackedAt {
+		if t.Before(from) || t.After(to) {
+			continue
+		}
+		longest = max(longest, t.Sub(prev))
+		prev = t
+	}
+	return longest
 }
 
 func (w *workload) ackedCount() int {

@@ -41,6 +41,7 @@ var limits = struct {
 var (
 	stateDir   string
 	managerBin string
+	cliBin     string
 	env        *cluster.Cluster
 	k8s        client.Client
 	scheme     = kruntime.NewScheme()
@@ -69,12 +70,14 @@ func run(m *testing.M) int {
 	_ = cachev1alpha1.AddToScheme(scheme)
 	ctrllog.SetLogger(logr.Discard())
 
-	managerBin = filepath.Join(binDir, "manager")
-	build := exec.Command("go", "build", "-o", managerBin, "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building the manager:", err)
-		return 1
+	managerBin, cliBin = filepath.Join(binDir, "manager"), filepath.Join(binDir, "kubectl-cache")
+	for bin, pkg := range map[string]string{managerBin: "./cmd/manager", cliBin: "./cmd/kubectl-cache"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building", pkg+":", err)
+			return 1
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "cacheops-e2e-")
@@ -83,11 +86,33 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// A test image: a Redis that refuses the data of an older version.
+	// Not under /tmp: pods mount their own /tmp.
+	imageDir, err := os.MkdirTemp("/var/tmp", "cacheops-e2e-images-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(imageDir)
+	script, err := refusingImageScript(imageDir)
+	if err == nil {
+		err = os.Chmod(imageDir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	images := append(cluster.DefaultImages(), cluster.Image{
+		Pattern: strings.Split(refusingImage, ":")[0] + ":*", Entrypoint: script,
+		Binaries: map[string]string{"redis-server": script, "redis-cli": "/usr/bin/redis-cli"},
+	})
+
 	ctx := context.Background()
 	start := time.Now()
 	env, err = cluster.Start(ctx, cluster.Options{
 		Dir:            dir,
 		BinDir:         binDir,
+		Images:         images,
 		CRDDirectories: []string{filepath.Join(repo, "charts", "cacheops", "crds")},
 		Nodes: []cluster.NodeOptions{
 			{Name: "node-a", Zone: "zone-a"}, {Name: "node-b", Zone: "zone-b"}, {Name: "node-c", Zone: "zone-c"},
@@ -143,8 +168,11 @@ func startManager(bin, dir string) error {
 		return err
 	}
 	// Short self-healing thresholds so the suite can watch them act.
-	manager = exec.Command(bin, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
-		"--recreate-not-ready-after=20s", "--majority-down-after=10s")
+	args := []string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s"}
+	// CACHEOPS_E2E_MANAGER_ARGS adds flags, e.g. --zap-log-level=debug.
+	args = append(args, strings.Fields(os.Getenv("CACHEOPS_E2E_MANAGER_ARGS"))...)
+	manager = exec.Command(bin, args...)
 	manager.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
 	manager.Stdout, manager.Stderr = logf, logf
 	manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

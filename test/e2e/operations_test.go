@@ -1,0 +1,407 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	daytwo "github.com/cacheops/cacheops/dayTwo"
+)
+
+// mergePatch changes a CacheCluster as `kubectl patch --type merge` does.
+func mergePatch(g Gomega, cc *cachev1alpha1.CacheCluster, patch string) {
+	obj := &cachev1alpha1.CacheCluster{}
+	obj.Namespace, obj.Name = cc.Namespace, cc.Name
+	g.Expect(k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+}
+
+func getCC(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.CacheCluster {
+	got := &cachev1alpha1.CacheCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), got)).To(Succeed())
+	return got
+}
+
+// podUIDs maps each pod of a cluster to its UID.
+func podUIDs(g Gomega, ns string) map[string]types.UID {
+	pods := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), pods, client.InNamespace(ns), client.HasLabels{cachev1alpha1.LabelCluster})).To(Succeed())
+	out := map[string]types.UID{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+// restartsInOrder reads the pods an operation restarted, oldest first,
+// from its PodRestarted Events.
+func restartsInOrder(g Gomega, ns string) []string {
+	events := eventsByReason(g, ns)[cachev1alpha1.EventPodRestarted]
+	sort.Slice(events, func(i, j int) bool { return eventTime(events[i]).Before(eventTime(events[j])) })
+	var pods []string
+	for _, e := range events {
+		_, after, _ := strings.Cut(e.Message, "restarting ")
+		name, _, _ := strings.Cut(after, " ")
+		pods = append(pods, name)
+	}
+	return pods
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// kubectlCache runs the CLI against the test cluster.
+func kubectlCache(g Gomega, args ...string) string {
+	cmd := exec.Command(cliBin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	return string(out)
+}
+
+// A cluster scaled 3→5 and then to 2 while a client writes, with the
+// master on an ordinal that goes away: the master moves first, no
+// acknowledged write is lost, never two masters.
+func TestScaleUpAndDownWhileWriting(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-scale")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	masters := watchMasters(t, ns)
+	defer masters.stop()
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	mergePatch(g, cc, `{"spec":{"replicas":5}}`)
+	g.Eventually(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseScaling))
+	}, limits.PodRestart, 50*time.Millisecond).Should(Succeed(), "the phase says the cluster is scaling")
+	got := waitReplicating(g, cc)
+	g.Expect(got.Status.Nodes).To(HaveLen(5))
+
+	// Move the master to the highest ordinal with the CLI.
+	start := time.Now()
+	out := kubectlCache(g, "switchover", "basic", "-n", ns, "--to", "basic-4", "--wait", "2m")
+	g.Expect(out).To(ContainSubstring("basic-4 is the master"))
+	g.Expect(kubectlCache(g, "status", "basic", "-n", ns)).To(MatchRegexp(`basic-4\s+master\s+10\.`))
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		g.Expect(got.Status.CurrentMaster).To(Equal("basic-4"))
+		g.Expect(got.Status.Operation).To(BeNil())
+		g.Expect(got.Annotations).NotTo(HaveKey(cachev1alpha1.AnnotationSwitchoverTo))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	n := w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
+	t.Logf("switchover basic-0→basic-4: longest write pause %s", w.longestPause(start, time.Now()).Round(time.Millisecond))
+
+	mergePatch(g, cc, `{"spec":{"replicas":2}}`)
+	g.Eventually(func(g Gomega) {
+		got := waitReplicating(g, cc)
+		g.Expect(got.Status.Nodes).To(HaveLen(2))
+		g.Expect(got.Status.CurrentMaster).To(BeElementOf("basic-0", "basic-1"))
+		g.Expect(got.Status.Rollout.Replicas).To(Equal(int32(2)))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	started := eventsByReason(g, ns)[cachev1alpha1.EventOperationStarted]
+	g.Expect(started).To(ContainElement(HaveField("Message", ContainSubstring("replicas 5→2: switchover first, the master is on ordinal 4"))))
+	// The claims of the removed pods follow the retention policy (Delete).
+	for _, name := range []string{"basic-2", "basic-3", "basic-4"} {
+		g.Eventually(func() bool {
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-" + name}, &corev1.PersistentVolumeClaim{})
+			return apierrors.IsNotFound(err)
+		}, limits.Cleanup, limits.Poll).Should(BeTrue(), "claim of %s removed", name)
+	}
+
+	n = w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
+	w.Stop()
+	checked, lost := w.Verify(g)
+	t.Logf("%d acknowledged writes checked (%d unacknowledged)", checked, w.failures)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+}
+
+// A version change restarts the pods one at a time, replicas first from the
+// highest ordinal, then a switchover, the old master last; a replicas
+// change made meanwhile waits for the upgrade and runs after it.
+func TestRollingUpgradeInOrder(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-upgrade")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	uids := podUIDs(g, ns)
+	masters := watchMasters(t, ns)
+	defer masters.stop()
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	// What `kubectl cache plan` predicts for this change.
+	head := before.DeepCopy()
+	head.Spec.Version = "7.2.4"
+	steps, err := daytwo.Simulate(before, head, before.Status.CurrentMaster)
+	g.Expect(err).NotTo(HaveOccurred())
+	var predicted []string
+	for _, a := range steps {
+		if a.Type == daytwo.ActionRestartPod {
+			predicted = append(predicted, a.Pod)
+		}
+	}
+
+	start := time.Now()
+	mergePatch(g, cc, `{"spec":{"version":"7.2.4"}}`)
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseUpgrading))
+		g.Expect(got.Status.CurrentVersion).To(Equal("7.0.15"), "the version changes only when every pod runs it")
+	}, limits.PodRestart, 50*time.Millisecond).Should(Succeed())
+	// A scale-up during the upgrade is queued.
+	g.Eventually(func() []string { return restartsInOrder(g, ns) }, limits.PodRestart, limits.Poll).ShouldNot(BeEmpty())
+	mergePatch(g, cc, `{"spec":{"replicas":4}}`)
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionQueued)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("replicas 3→4: waits for Upgrade"))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+
+	var upgradedAt time.Time
+	g.Eventually(func(g Gomega) {
+		done := eventsByReason(g, ns)[cachev1alpha1.EventOperationDone]
+		var found bool
+		for _, e := range done {
+			if strings.HasPrefix(e.Message, "Upgrade") {
+				found, upgradedAt = true, eventTime(e)
+			}
+		}
+		g.Expect(found).To(BeTrue())
+	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+	took := time.Since(start)
+	pause := w.longestPause(start, time.Now())
+
+	got := waitReplicating(g, cc)
+	g.Eventually(func(g Gomega) {
+		got = waitReplicating(g, cc)
+		g.Expect(got.Status.Nodes).To(HaveLen(4))
+		g.Expect(got.Status.CurrentVersion).To(Equal("7.2.4"))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionQueued)).To(BeNil())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+
+	// Order: replicas from the highest ordinal, the old master last.
+	order := restartsInOrder(g, ns)
+	oldMaster := before.Status.CurrentMaster
+	g.Expect(order).To(HaveLen(3), "each pod restarted once: %v", order)
+	g.Expect(order[2]).To(Equal(oldMaster), "the master restarts last: %v", order)
+	var replicas []string
+	for _, p := range []string{"basic-2", "basic-1", "basic-0"} {
+		if p != oldMaster {
+			replicas = append(replicas, p)
+		}
+	}
+	g.Expect(order[:2]).To(Equal(replicas), "replicas from the highest ordinal")
+	g.Expect(order).To(Equal(predicted), "the restarts kubectl cache plan predicted")
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventSwitchover]).NotTo(BeEmpty())
+	for name, uid := range uids {
+		p := pod(g, ns, name)
+		g.Expect(p.UID).NotTo(Equal(uid), "%s was restarted", name)
+		g.Expect(p.Annotations[cachev1alpha1.AnnotationVersion]).To(Equal("7.2.4"))
+	}
+	// The queued scale-up ran after the upgrade.
+	g.Expect(pod(g, ns, "basic-3").CreationTimestamp.Time).To(BeTemporally(">=", upgradedAt.Add(-time.Second)))
+
+	w.Stop()
+	checked, lost := w.Verify(g)
+	t.Logf("3-pod rolling upgrade took %s, longest write pause %s; %d acknowledged writes checked", took.Round(time.Millisecond), pause.Round(time.Millisecond), checked)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+}
+
+// An image that cannot run here fails the pre-check: no pod restarts, the
+// status says why; fixing spec resumes.
+func TestFailingPrecheckTouchesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-precheck")
+	cc := loadExample(t, "basic", ns)
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitReplicating(g, cc)
+	uids := podUIDs(g, ns)
+
+	mergePatch(g, cc, `{"spec":{"image":"registry.invalid/redis:7.2.4"}}`)
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionStalled)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonUpgradePrecheckFailed))
+		g.Expect(c.Message).To(ContainSubstring("registry.invalid/redis:7.2.4"))
+		g.Expect(c.Message).To(ContainSubstring("No pod was restarted"))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(podUIDs(g, ns)).To(Equal(uids), "no pod restarted")
+	sts := &appsv1.StatefulSet{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal("redis:7.0.15"), "the StatefulSet keeps the running template")
+	g.Eventually(func() bool {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic-precheck"}, &corev1.Pod{})
+		return apierrors.IsNotFound(err)
+	}, limits.Cleanup, limits.Poll).Should(BeTrue(), "the pre-check pod is removed")
+	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
+
+	// Fixing spec resumes.
+	mergePatch(g, cc, `{"spec":{"image":null,"version":"7.2.4"}}`)
+	g.Eventually(func(g Gomega) {
+		got := waitReplicating(g, cc)
+		g.Expect(got.Status.CurrentVersion).To(Equal("7.2.4"))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeNil())
+	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+}
+
+// refusingImage runs redis-server only on an empty data folder: it passes a
+// pre-check (empty volume) and fails on the cluster's pods, as a version
+// that cannot read the data of the previous one would.
+const refusingImage = "cacheops-e2e/redis-refuses-old-data:8"
+
+func refusingImageScript(dir string) (string, error) {
+	path := filepath.Join(dir, "redis-refuses-old-data")
+	script := `#!/bin/sh
+if [ -n "$(ls -A /data 2>/dev/null)" ]; then
+  echo "this version cannot read the data in /data" >&2
+  exit 1
+fi
+exec /usr/bin/redis-server "$@"
+`
+	return path, os.WriteFile(path, []byte(script), 0o755)
+}
+
+// An upgraded pod that never becomes ready is rolled back; the status says
+// why and spec is left alone.
+func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-rollback")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	masters := watchMasters(t, ns)
+	defer masters.stop()
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	mergePatch(g, cc, fmt.Sprintf(`{"spec":{"image":%q}}`, refusingImage))
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		c := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonUpgradeRolledBack))
+		g.Expect(c.Message).To(ContainSubstring("did not become ready and in sync"))
+		g.Expect(got.Status.Operation).To(BeNil())
+		g.Expect(got.Spec.Image).To(Equal(refusingImage), "spec is left alone")
+	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventRolledBack]).NotTo(BeEmpty())
+
+	// Every pod runs the previous image again and the cluster serves.
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.HasLabels{cachev1alpha1.LabelCluster})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(3))
+		for _, p := range pods.Items {
+			g.Expect(p.Spec.Containers[0].Image).To(Equal("redis:7.0.15"), p.Name)
+			g.Expect(p.Status.ContainerStatuses).NotTo(BeEmpty())
+			g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue(), p.Name)
+		}
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(getCC(g, cc).Status.CurrentMaster).To(Equal(before.Status.CurrentMaster), "the master was never touched")
+	n := w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
+	w.Stop()
+	checked, lost := w.Verify(g)
+	t.Logf("%d acknowledged writes checked", checked)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(masters.Max()).To(Equal(1))
+}
+
+// A parameter Redis changes live is set on every pod without a restart; a
+// restart-only one rolls the pods in order.
+func TestConfigurationChanges(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-config")
+	cc := loadExample(t, "basic", ns)
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	pids := map[string]int{}
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("basic-%d", i)
+		pid, err := env.PID(ns, name, "redis")
+		g.Expect(err).NotTo(HaveOccurred())
+		pids[name] = pid
+	}
+	configOf := func(g Gomega, name, param string) string {
+		rc := redisAt(pod(g, ns, name).Status.PodIP, pw)
+		defer rc.Close()
+		v, err := rc.ConfigGet(ctx, param).Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		return v[param]
+	}
+
+	mergePatch(g, cc, `{"spec":{"config":{"maxmemory":"100mb","maxmemory-policy":"allkeys-lru"}}}`)
+	g.Eventually(func(g Gomega) {
+		for name := range pids {
+			g.Expect(configOf(g, name, "maxmemory")).To(Equal("104857600"), name)
+			g.Expect(configOf(g, name, "maxmemory-policy")).To(Equal("allkeys-lru"), name)
+		}
+		got := waitRunning(g, cc)
+		g.Expect(got.Status.Operation).To(BeNil())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	for name, pid := range pids {
+		now, err := env.PID(ns, name, "redis")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now).To(Equal(pid), "%s kept its process", name)
+	}
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventConfigApplied]).NotTo(BeEmpty())
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic-config"}, cm)).To(Succeed())
+	g.Expect(cm.Data["redis.conf"]).To(ContainSubstring("maxmemory 100mb"), "pods that start later read it too")
+	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
+
+	// databases only changes at start-up: the pods roll, in order.
+	mergePatch(g, cc, `{"spec":{"config":{"databases":"32"}}}`)
+	g.Eventually(func(g Gomega) {
+		got := waitReplicating(g, cc)
+		g.Expect(got.Status.Operation).To(BeNil())
+		for name := range pids {
+			g.Expect(configOf(g, name, "databases")).To(Equal("32"), name)
+			g.Expect(configOf(g, name, "maxmemory")).To(Equal("104857600"), name)
+		}
+	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(restartsInOrder(g, ns)).To(HaveLen(3))
+}
