@@ -56,6 +56,9 @@ type Reconciler struct {
 	// RecreateAfter overrides how long a pod may stay not-Ready before it
 	// is recreated; zero means max(5m, 60 x probe timeout).
 	RecreateAfter time.Duration
+	// RecommendAfter is how long memory pressure must last before a
+	// capacity recommendation; zero means 5 minutes.
+	RecommendAfter time.Duration
 	// StepDeadline bounds an upgrade's pre-check and the time a restarted
 	// pod may take to become ready and in sync before the upgrade is rolled
 	// back; zero means 5 minutes.
@@ -67,6 +70,7 @@ type Reconciler struct {
 	mu          sync.Mutex
 	userSecrets map[types.NamespacedName]cachedPassword
 	written     map[types.NamespacedName]uint64
+	pressure    pressure
 }
 
 type cachedPassword struct {
@@ -160,6 +164,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	action := Plan(snap)
+	if m, ok := snap.pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
+		if err := r.recommend(ctx, cc, m.Obs); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	}
 	if err := r.setQueued(ctx, cc, Queued(snap)); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil

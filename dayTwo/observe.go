@@ -41,6 +41,9 @@ type Observation struct {
 	// FailoverState is master_failover_state: no-failover,
 	// waiting-for-sync or failover-in-progress.
 	FailoverState string
+	// UsedMemory and MaxMemory are used_memory and maxmemory (0:
+	// unlimited), in bytes.
+	UsedMemory, MaxMemory int64
 }
 
 // Target is a pod to probe.
@@ -257,7 +260,7 @@ func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Dura
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	info, err := c.Info(ctx, "server", "replication", "persistence", "keyspace").Result()
+	info, err := c.Info(ctx, "server", "replication", "persistence", "keyspace", "memory").Result()
 	if err != nil {
 		o.Err = err.Error()
 		return o
@@ -286,6 +289,10 @@ func parseInfo(info string, o *Observation) {
 			o.ConnectedReplicas, _ = strconv.Atoi(v)
 		case k == "master_replid":
 			o.ReplID = v
+		case k == "used_memory":
+			o.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
+		case k == "maxmemory":
+			o.MaxMemory, _ = strconv.ParseInt(v, 10, 64)
 		case k == "master_failover_state":
 			o.FailoverState = v
 		case k == "loading":

@@ -276,6 +276,29 @@ type CacheClusterStatus struct {
 	// until day-two first approves the spec.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// Recommendations are capacity changes day-two suggests from sustained
+	// pressure. The operator never applies them: `kubectl cache recommend`
+	// turns them into a commit on a new branch of the manifests' git
+	// repository, for a pull request.
+	// +optional
+	// +listType=map
+	// +listMapKey=field
+	Recommendations []Recommendation `json:"recommendations,omitempty"`
+}
+
+// Recommendation is one suggested spec change and its evidence.
+type Recommendation struct {
+	// Field is the spec field to change, e.g. spec.config.maxmemory.
+	Field string `json:"field"`
+	// Current is its value now.
+	Current string `json:"current"`
+	// Recommended is the suggested value.
+	Recommended string `json:"recommended"`
+	// Reason is the evidence, for people and the commit message.
+	Reason string `json:"reason"`
+	// Since is when the pressure began.
+	Since metav1.Time `json:"since"`
 }
 
 // RolloutValues are the spec fields that decide which pods exist and what

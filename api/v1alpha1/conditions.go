@@ -105,6 +105,7 @@ const (
 	EventSwitchover        = "Switchover"
 	EventRolledBack        = "RolledBack"
 	EventConfigApplied     = "ConfigApplied"
+	EventRecommendation    = "CapacityRecommendation"
 )
 
 // Labels and annotations the operator puts on the objects it renders.

@@ -40,9 +40,13 @@ const usage = `usage: kubectl cache COMMAND ...
            switchovers, and the diff of the rendered objects
   status NAME [-n NAMESPACE]
            a live cluster's phase, pods, roles, operation and conditions
-  switchover NAME [--to POD] [-n NAMESPACE]
+  switchover NAME [--to POD] [--wait DURATION] [-n NAMESPACE]
            ask day-two to move the master role (to POD, or to the best
-           in-sync replica)`
+           in-sync replica)
+  recommend NAME --repo DIR --path FILE [--branch B] [--from FILE] [-n NAMESPACE]
+           write the cluster's status.recommendations into its manifest in
+           a git checkout (comments kept) and commit them on a new branch,
+           with the evidence in the message, for a pull request`
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -57,6 +61,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return status(args[1:], stdout)
 	case "switchover":
 		return switchover(args[1:], stdout)
+	case "recommend":
+		return recommend(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

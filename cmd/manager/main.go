@@ -33,6 +33,7 @@ func main() {
 		namespaces      string
 		recreateAfter   time.Duration
 		stepDeadline    time.Duration
+		recommendAfter  time.Duration
 		majorityDown    time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
@@ -40,6 +41,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica reconciles.")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
 	flag.StringVar(&namespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	flag.DurationVar(&recommendAfter, "recommend-after", 5*time.Minute, "How long memory pressure (used_memory above 80% of maxmemory on the master) must last before day-two recommends a larger maxmemory in status.recommendations.")
 	flag.DurationVar(&stepDeadline, "upgrade-step-deadline", 5*time.Minute, "How long an upgrade's pre-check pod, and each restarted pod, may take to become ready and in sync before the upgrade is refused or rolled back.")
 	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
@@ -89,7 +91,7 @@ func main() {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	if err := (&daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline}).SetupWithManager(mgr); err != nil {
+	if err := (&daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", daytwo.ControllerName)
 		os.Exit(1)
 	}
