@@ -50,14 +50,20 @@ e2e: tools ## End-to-end tests: the real manager binary against the process-back
 	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e:)' $(BIN)/e2e.log || true; \
 	if [ $$rc != 0 ]; then echo "e2e failed; the last 150 lines of $(BIN)/e2e.log:"; tail -n 150 $(BIN)/e2e.log; fi; exit $$rc
 
+.PHONY: capture
+capture: tools ## Run the end-to-end suite and write the live CacheClusters it sees into the Argo CD health check's testdata (captured-*.yaml).
+	@hack/install-deps.sh
+	CACHEOPS_CAPTURE_DIR=$(CURDIR)/gitops/argocd/cache.cacheops.io/CacheCluster/testdata go test -tags e2e -count=1 -timeout 30m ./test/e2e/
+
 .PHONY: test
 test: tools verify vet unit e2e ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json, failover.json (ratios against baselines measured in the same run).
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json, failover.json, upgrade.json (ratios against baselines measured in the same run).
 	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
 	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- -bench BenchmarkDevcluster ./test/benchmarks/
 	go run ./hack/benchjson -out bench/failover.json -benchtime 10x -tags e2e -- -bench BenchmarkFailover ./test/benchmarks/
+	go run ./hack/benchjson -out bench/upgrade.json -benchtime 3x -tags e2e -- -bench BenchmarkUpgrade ./test/benchmarks/
 
 .PHONY: build
 build: ## Build the manager and the dev cluster.

@@ -100,6 +100,12 @@ func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
 	ns := newNamespace(t, "e2e-basic")
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	if os.Getenv("CACHEOPS_CAPTURE_DIR") != "" {
+		g.Eventually(func(g Gomega) {
+			g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseInitializing))
+		}, limits.PodRestart, 50*time.Millisecond).Should(Succeed())
+		capture(g, cc, "initializing")
+	}
 	// One master, two replicas linked to it (day-two), every pod ready.
 	got := waitReplicating(g, cc)
 	g.Expect(got.Status.ReadyReplicas).To(Equal(int32(3)))
@@ -239,6 +245,7 @@ func TestDeleteStopsProcessesAndRemovesData(t *testing.T) {
 			}
 
 			g.Expect(k8s.Delete(ctx, cc)).To(Succeed())
+			capture(g, cc, "deleting")
 			g.Eventually(func(g Gomega) {
 				err := k8s.Get(ctx, client.ObjectKeyFromObject(cc), &cachev1alpha1.CacheCluster{})
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue())

@@ -4,13 +4,17 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/gitops/argocd"
@@ -29,6 +33,28 @@ func health(g Gomega, cc *cachev1alpha1.CacheCluster) (argoStatus, argoMessage s
 	return st, msg, res.Status
 }
 
+// capture writes the live object to $CACHEOPS_CAPTURE_DIR/captured-NAME.yaml
+// when that is set: the Argo CD health check's test data comes from such
+// runs (make capture).
+func capture(g Gomega, cc *cachev1alpha1.CacheCluster, name string) {
+	dir := os.Getenv("CACHEOPS_CAPTURE_DIR")
+	if dir == "" {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(cachev1alpha1.GroupVersion.WithKind("CacheCluster"))
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), u); apierrors.IsNotFound(err) {
+		return // gone already (a deletion)
+	} else {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	u.SetManagedFields(nil)
+	out, err := yaml.Marshal(u.Object)
+	g.Expect(err).NotTo(HaveOccurred())
+	header := "# Captured from a live object by the end-to-end suite (CACHEOPS_CAPTURE_DIR).\n"
+	g.Expect(os.WriteFile(filepath.Join(dir, "captured-"+name+".yaml"), append([]byte(header), out...), 0o644)).To(Succeed())
+}
+
 // The health check and kstatus read real objects the way the captured test
 // data says: Healthy/Current when running, Degraded/Failed when stalled,
 // Suspended when paused.
@@ -45,6 +71,7 @@ func TestHealthOfLiveObjects(t *testing.T) {
 		g.Expect(st).To(Equal("Healthy"))
 		g.Expect(ks).To(Equal(status.CurrentStatus))
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, running, "running")
 
 	stalled := loadExample(t, "basic", ns)
 	stalled.Name = "stalled"
@@ -56,6 +83,7 @@ func TestHealthOfLiveObjects(t *testing.T) {
 		g.Expect(msg).To(ContainSubstring("does-not-exist"))
 		g.Expect(ks).To(Equal(status.FailedStatus))
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, stalled, "stalled-auth-secret-missing")
 
 	// Fixing the cause in git (here: creating the Secret) heals it.
 	secret := &corev1.Secret{}
@@ -76,4 +104,5 @@ func TestHealthOfLiveObjects(t *testing.T) {
 		st, _, _ := health(g, running)
 		g.Expect(st).To(Equal("Suspended"))
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, running, "paused")
 }

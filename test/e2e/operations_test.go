@@ -103,6 +103,7 @@ func TestScaleUpAndDownWhileWriting(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseScaling))
 	}, limits.PodRestart, 50*time.Millisecond).Should(Succeed(), "the phase says the cluster is scaling")
+	capture(g, cc, "scaling")
 	got := waitReplicating(g, cc)
 	g.Expect(got.Status.Nodes).To(HaveLen(5))
 
@@ -184,6 +185,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseUpgrading))
 		g.Expect(got.Status.CurrentVersion).To(Equal("7.0.15"), "the version changes only when every pod runs it")
 	}, limits.PodRestart, 50*time.Millisecond).Should(Succeed())
+	capture(g, cc, "upgrading")
 	// A scale-up during the upgrade is queued.
 	g.Eventually(func() []string { return restartsInOrder(g, ns) }, limits.PodRestart, limits.Poll).ShouldNot(BeEmpty())
 	mergePatch(g, cc, `{"spec":{"replicas":4}}`)
@@ -192,6 +194,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Message).To(ContainSubstring("replicas 3→4: waits for Upgrade"))
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	capture(g, cc, "upgrading-with-queued-change")
 
 	var upgradedAt time.Time
 	g.Eventually(func(g Gomega) {
@@ -263,6 +266,7 @@ func TestFailingPrecheckTouchesNothing(t *testing.T) {
 		g.Expect(c.Message).To(ContainSubstring("registry.invalid/redis:7.2.4"))
 		g.Expect(c.Message).To(ContainSubstring("No pod was restarted"))
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, cc, "stalled-precheck-failed")
 	g.Expect(podUIDs(g, ns)).To(Equal(uids), "no pod restarted")
 	sts := &appsv1.StatefulSet{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, sts)).To(Succeed())
@@ -325,6 +329,7 @@ func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 		g.Expect(got.Status.Operation).To(BeNil())
 		g.Expect(got.Spec.Image).To(Equal(refusingImage), "spec is left alone")
 	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, cc, "stalled-rolled-back")
 	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventRolledBack]).NotTo(BeEmpty())
 
 	// Every pod runs the previous image again and the cluster serves.
@@ -404,4 +409,74 @@ func TestConfigurationChanges(t *testing.T) {
 		}
 	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
 	g.Expect(restartsInOrder(g, ns)).To(HaveLen(3))
+}
+
+// Sustained memory pressure becomes a recommendation in the status (spec
+// untouched) and, through kubectl cache recommend, a commit on a new branch
+// of a real git repository.
+func TestMemoryPressureBecomesACommit(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-recommend")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory": "4mb"}
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	got := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+
+	// Fill the master to above 85% of maxmemory.
+	m := redisAt(pod(g, ns, got.Status.CurrentMaster).Status.PodIP, pw)
+	defer m.Close()
+	value := strings.Repeat("x", 8<<10)
+	for i := 0; ; i++ {
+		info, err := m.Info(ctx, "memory").Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		var used, max int64
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				fmt.Sscan(v, &used)
+			}
+			if v, ok := strings.CutPrefix(line, "maxmemory:"); ok {
+				fmt.Sscan(v, &max)
+			}
+		}
+		g.Expect(max).To(Equal(int64(4 << 20)))
+		if float64(used) > 0.85*float64(max) {
+			break
+		}
+		g.Expect(i).To(BeNumerically("<", 2000), "memory did not fill")
+		g.Expect(m.Set(ctx, fmt.Sprintf("fill:%d", i), value, 0).Err()).To(Succeed())
+	}
+
+	var rec cachev1alpha1.Recommendation
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		g.Expect(got.Status.Recommendations).To(HaveLen(1))
+		rec = got.Status.Recommendations[0]
+		g.Expect(got.Spec.Config["maxmemory"]).To(Equal(cachev1alpha1.ConfigValue("4mb")), "spec is never edited")
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(rec.Field).To(Equal("spec.config.maxmemory"))
+	g.Expect(rec.Current).To(Equal("4mb"))
+	g.Expect(rec.Reason).To(ContainSubstring("stayed above 80% of maxmemory"))
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventRecommendation]).NotTo(BeEmpty())
+
+	// kubectl cache recommend turns it into a commit.
+	repo := t.TempDir()
+	gitIn := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		return strings.TrimSpace(string(out))
+	}
+	gitIn("init", "-q", "-b", "main")
+	manifest := fmt.Sprintf("# team cache\napiVersion: cache.cacheops.io/v1alpha1\nkind: CacheCluster\nmetadata:\n  name: basic\n  namespace: %s\nspec:\n  version: \"7.0.15\"\n  replicas: 3\n  config:\n    maxmemory: 4mb # sized for the pilot\n", ns)
+	g.Expect(os.WriteFile(filepath.Join(repo, "basic.yaml"), []byte(manifest), 0o644)).To(Succeed())
+	gitIn("add", ".")
+	gitIn("commit", "-qm", "basic")
+	out := kubectlCache(g, "recommend", "basic", "-n", ns, "--repo", repo, "--path", "basic.yaml", "--branch", "cacheops/basic-memory")
+	g.Expect(out).To(ContainSubstring("on branch cacheops/basic-memory"))
+	g.Expect(gitIn("log", "-1", "--format=%B")).To(ContainSubstring("Evidence: " + rec.Reason))
+	edited, err := os.ReadFile(filepath.Join(repo, "basic.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(edited)).To(ContainSubstring("maxmemory: " + rec.Recommended))
+	g.Expect(string(edited)).To(ContainSubstring("# team cache"))
 }

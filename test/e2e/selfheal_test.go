@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,6 +38,11 @@ func TestSelfHealingOfWedgedReplicas(t *testing.T) {
 	g.Expect(uids).To(HaveLen(2))
 
 	g.Eventually(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseDegraded))
+	}, limits.PodRestart, 100*time.Millisecond).Should(Succeed())
+	capture(g, cc, "degraded")
+
+	g.Eventually(func(g Gomega) {
 		now := &cachev1alpha1.CacheCluster{}
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), now)).To(Succeed())
 		g.Expect(now.Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
@@ -45,6 +51,7 @@ func TestSelfHealingOfWedgedReplicas(t *testing.T) {
 		g.Expect(deg.Reason).To(Equal(cachev1alpha1.ReasonMajorityDown))
 		g.Expect(deg.Message).To(ContainSubstring("2 of 3 pods have been down"))
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	capture(g, cc, "failed-majority-down")
 
 	// Recreated on their volumes, the replicas come back and the cluster runs.
 	g.Eventually(func(g Gomega) {

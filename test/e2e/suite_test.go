@@ -169,7 +169,7 @@ func startManager(bin, dir string) error {
 	}
 	// Short self-healing thresholds so the suite can watch them act.
 	args := []string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
-		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s"}
+		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s", "--recommend-after=10s"}
 	// CACHEOPS_E2E_MANAGER_ARGS adds flags, e.g. --zap-log-level=debug.
 	args = append(args, strings.Fields(os.Getenv("CACHEOPS_E2E_MANAGER_ARGS"))...)
 	manager = exec.Command(bin, args...)
