@@ -28,6 +28,19 @@ func TestKstatusAgreesWithTheHealthCheck(t *testing.T) {
 		{"stalled-apply-failed.yaml", status.FailedStatus},
 		{"running.yaml", status.CurrentStatus},
 		{"backup-running.yaml", status.CurrentStatus},
+		// Captured from live objects by the end-to-end suite.
+		{"captured-deleting.yaml", status.TerminatingStatus},
+		{"captured-initializing.yaml", status.InProgressStatus},
+		{"captured-running.yaml", status.CurrentStatus},
+		{"captured-paused.yaml", status.CurrentStatus},
+		{"captured-degraded.yaml", status.InProgressStatus},
+		{"captured-failed-majority-down.yaml", status.FailedStatus},
+		{"captured-stalled-auth-secret-missing.yaml", status.FailedStatus},
+		{"captured-scaling.yaml", status.InProgressStatus},
+		{"captured-upgrading.yaml", status.InProgressStatus},
+		{"captured-upgrading-with-queued-change.yaml", status.InProgressStatus},
+		{"captured-stalled-precheck-failed.yaml", status.FailedStatus},
+		{"captured-stalled-rolled-back.yaml", status.FailedStatus},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

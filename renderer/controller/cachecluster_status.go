@@ -203,6 +203,9 @@ func summarize(s *scope, stepErr error) {
 				msg = fmt.Sprintf("%d of %d pods have been down for more than %s; the cluster cannot serve safely. Check the pods' nodes and volumes (kubectl describe pods -l %s=%s)", want-ready, want, MajorityDownAfter, cachev1alpha1.LabelCluster, cc.Name)
 				setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonMajorityDown, msg, gen)
 				setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonMajorityDown, msg, gen)
+				// No safe step is left until the pods are back: Stalled, so
+				// kstatus (Flux) reports Failed instead of waiting forever.
+				setCondition(cc, cachev1alpha1.ConditionStalled, metav1.ConditionTrue, cachev1alpha1.ReasonMajorityDown, msg, gen)
 				removeCondition(cc, cachev1alpha1.ConditionReconciling)
 				return
 			}

@@ -51,7 +51,7 @@ func capture(g Gomega, cc *cachev1alpha1.CacheCluster, name string) {
 	u.SetManagedFields(nil)
 	out, err := yaml.Marshal(u.Object)
 	g.Expect(err).NotTo(HaveOccurred())
-	header := "# Captured from a live object by the end-to-end suite (CACHEOPS_CAPTURE_DIR).\n"
+	header := "# Case: " + name + ", captured from a live object by the end-to-end suite (make capture).\n"
 	g.Expect(os.WriteFile(filepath.Join(dir, "captured-"+name+".yaml"), append([]byte(header), out...), 0o644)).To(Succeed())
 }
 
