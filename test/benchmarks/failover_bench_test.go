@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -31,6 +33,9 @@ import (
 func init() {
 	// go-redis logs every failed dial; during a failover that is noise.
 	redis.SetLogger(quiet{})
+	// client-go's informers log to stderr through klog; interleaved with
+	// the benchmark's result lines they break their parsing.
+	klog.SetLogger(logr.Discard())
 }
 
 type quiet struct{}
