@@ -71,6 +71,8 @@ type Reconciler struct {
 	userSecrets map[types.NamespacedName]cachedPassword
 	written     map[types.NamespacedName]uint64
 	pressure    pressure
+	// issued: when Redis FAILOVER was sent for a cluster's switchover.
+	issued map[types.NamespacedName]time.Time
 }
 
 type cachedPassword struct {
@@ -160,23 +162,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		snap.Approved = ro.RolloutValues.DeepCopy()
 		snap.Blocked = ro.Blocked
 	}
+	if inSwitchover(cc.Status.Operation) {
+		r.mu.Lock()
+		snap.SwitchoverIssuedAt = r.issued[req.NamespacedName]
+		r.mu.Unlock()
+	}
 	if err := r.observeWorkload(ctx, cc, &snap); err != nil {
 		return ctrl.Result{}, err
 	}
 	action := Plan(snap)
 	if m, ok := snap.pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
-		if err := r.recommend(ctx, cc, m.Obs); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
-			}
-			return ctrl.Result{}, err
+		// Reporting must not hold up a step (a failover least of all).
+		if err := r.recommend(ctx, cc, m.Obs); err != nil && !apierrors.IsConflict(err) {
+			log.Error(err, "Updating recommendations")
 		}
 	}
-	if err := r.setQueued(ctx, cc, Queued(snap)); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
-		}
-		return ctrl.Result{}, err
+	if err := r.setQueued(ctx, cc, Queued(snap)); err != nil && !apierrors.IsConflict(err) {
+		log.Error(err, "Updating the Queued condition")
 	}
 	if cc.Status.Operation != nil {
 		log = log.WithValues("operation", cc.Status.Operation.ID)

@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -160,7 +161,15 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 	case ActionStartOperation:
 		op := a.Operation.DeepCopy()
 		op.ID, op.StartedAt, op.StepStartedAt = newID(), now, &now
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			st.Operation = op
+			// spec moved on from a refused change: a later return to it is
+			// tried again.
+			if st.Rollout != nil && st.Rollout.Blocked != nil && op.Type != cachev1alpha1.OperationSwitchover {
+				st.Rollout = st.Rollout.DeepCopy()
+				st.Rollout.Blocked = nil
+			}
+		}); err != nil {
 			return err
 		}
 		log.Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
@@ -189,7 +198,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 				st.Rollout.Blocked = nil
 				if a.Operation != nil && a.Operation.Reason != "" && op.Target != nil {
 					st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{
-						Target: renderer.TemplateKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradeRolledBack,
+						Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradeRolledBack,
 						Message: strings.TrimPrefix(a.Operation.Reason, "rollback: ") + ". The pods run the previous template again; change spec (fix or revert it) to try again.",
 					}
 				}
@@ -236,7 +245,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			if st.Rollout != nil {
 				st.Rollout = st.Rollout.DeepCopy()
-				st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.TemplateKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed, Message: msg}
+				st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed, Message: msg}
 			}
 			st.Operation = nil
 		}); err != nil {
@@ -295,6 +304,12 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		if err != nil && !strings.Contains(err.Error(), "already in progress") {
 			return fmt.Errorf("FAILOVER TO %s on %s: %w", a.Pod, a.Master, err)
 		}
+		r.mu.Lock()
+		if r.issued == nil {
+			r.issued = map[types.NamespacedName]time.Time{}
+		}
+		r.issued[client.ObjectKeyFromObject(cc)] = r.now()
+		r.mu.Unlock()
 		return nil
 
 	case ActionEndSwitchover:
@@ -303,9 +318,23 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 			if a.Pod != "" {
 				st.CurrentMaster = a.Pod
 			}
+			if a.Values != nil {
+				approve(st, *a.Values) // an aborted upgrade rolls back
+			}
 			st.Operation = a.Operation
 		}); err != nil {
 			return err
+		}
+		r.mu.Lock()
+		delete(r.issued, client.ObjectKeyFromObject(cc))
+		r.mu.Unlock()
+		if _, requested := cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo]; requested && op.Type == cachev1alpha1.OperationSwitchover {
+			// The request is served (or refused): take it away, or it
+			// would start again.
+			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
+			if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); client.IgnoreNotFound(err) != nil {
+				return err
+			}
 		}
 		if a.Pod == "" {
 			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s", op.Type, op.ID, a.Reason)
@@ -321,10 +350,13 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 
 	case ActionApplyConfig:
 		op := cc.Status.Operation
-		if err := r.applyConfig(ctx, snap, a.Config, pw); err != nil {
-			// A parameter Redis would not change live: roll it in with
+		mismatches, err := r.applyConfig(ctx, snap, a.Config, pw)
+		var refused refusedError
+		switch {
+		case errors.As(err, &refused):
+			// Redis will not change a parameter live: roll it in with
 			// restarts instead (the pre-check catches a value Redis refuses
-			// at start-up).
+			// at start-up too).
 			next := op.DeepCopy()
 			next.Type, next.Step, next.StepStartedAt, next.RestartAll = cachev1alpha1.OperationUpgrade, cachev1alpha1.StepPrecheck, &now, true
 			next.Previous = snap.Approved.DeepCopy()
@@ -332,8 +364,12 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 			if perr := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = next }); perr != nil {
 				return perr
 			}
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: cannot apply live (%v); rolling the pods instead", op.Type, op.ID, err)
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: Redis refused it live (%v); rolling the pods instead", op.Type, op.ID, err)
 			return nil
+		case err != nil:
+			// A pod did not answer: try again (pods already set keep the
+			// value, which is the one asked for).
+			return err
 		}
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			approve(st, *a.Values)
@@ -342,6 +378,9 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 			return err
 		}
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: %s on %d pods, checked with CONFIG GET", op.Type, op.ID, a.Reason, len(snap.Pods))
+		for _, m := range mismatches {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s", m)
+		}
 		return nil
 
 	case ActionClearSwitchoverRequest:
@@ -355,9 +394,14 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 	return fmt.Errorf("unknown action %s", a.Type)
 }
 
+// refusedError is Redis refusing a CONFIG SET (an error reply), as opposed
+// to a pod that did not answer.
+type refusedError struct{ error }
+
 // applyConfig sets the parameters on every pod with one CONFIG SET (Redis
-// applies them all or none), then reads them back.
-func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[string]string, pw string) error {
+// applies them all or none), then reads them back. A value Redis reports
+// differently (it normalises some) is returned as a mismatch to report.
+func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[string]string, pw string) ([]string, error) {
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -367,6 +411,7 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 	for _, k := range keys {
 		args = append(args, k, params[k])
 	}
+	var mismatches []string
 	for _, p := range snap.Pods {
 		if p.Deleting || p.IP == "" {
 			continue
@@ -374,6 +419,10 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(p.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
 			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 		err := c.Do(ctx, args...).Err()
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			err = refusedError{fmt.Errorf("%s: %w", p.Name, err)}
+		}
 		if err == nil {
 			for _, k := range keys {
 				got, gerr := c.ConfigGet(ctx, k).Result()
@@ -382,17 +431,16 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 					break
 				}
 				if !sameParam(got[k], params[k]) {
-					err = fmt.Errorf("%s: CONFIG GET %s returns %q after setting %q", p.Name, k, got[k], params[k])
-					break
+					mismatches = append(mismatches, fmt.Sprintf("%s: CONFIG GET %s returns %q after setting %q", p.Name, k, got[k], params[k]))
 				}
 			}
 		}
 		_ = c.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.Name, err)
+			return nil, err
 		}
 	}
-	return nil
+	return mismatches, nil
 }
 
 // sameParam compares a value Redis returns with the one that was set: Redis

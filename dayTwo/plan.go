@@ -144,6 +144,9 @@ type Snapshot struct {
 	// StepDeadline bounds a pre-check and how long an upgraded pod may
 	// take to become ready and in sync.
 	StepDeadline time.Duration
+	// SwitchoverIssuedAt is when Redis FAILOVER was last sent for the
+	// switchover in progress; zero if not (or not since a restart).
+	SwitchoverIssuedAt time.Time
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.
@@ -250,15 +253,16 @@ func Plan(s Snapshot) Action {
 		}
 	}
 
-	// The designated master must be a master in Redis too.
-	if master.Obs.Role != "master" {
-		return Action{Type: ActionPromote, Pod: master.Name, Reason: "the recorded master is a replica in Redis"}
-	}
-	// Never two master labels: take it off every other pod first.
+	// Never two master labels: take it off every other pod first, before
+	// anything is promoted.
 	for _, p := range s.Pods {
 		if p.Name != master.Name && p.RoleLabel == cachev1alpha1.RoleMaster {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "only " + master.Name + " may carry the master label"}
 		}
+	}
+	// The designated master must be a master in Redis too.
+	if master.Obs.Role != "master" {
+		return Action{Type: ActionPromote, Pod: master.Name, Reason: "the recorded master is a replica in Redis"}
 	}
 	if master.RoleLabel != cachev1alpha1.RoleMaster {
 		return Action{Type: ActionLabelMaster, Pod: master.Name}

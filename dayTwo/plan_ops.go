@@ -84,35 +84,49 @@ func planOperations(s Snapshot) Action {
 // switchover, then a new pod template, then live parameters, then the
 // number of pods.
 func nextOperation(s Snapshot) Action {
-	a := *s.Approved
 	master, _ := s.pod(s.CurrentMaster)
+	// A requested switchover first; while its target is not in sync yet,
+	// the other changes go on.
+	var waitForTarget *Action
 	if to := s.SwitchoverTo; to != "" {
 		if to == cachev1alpha1.SwitchoverToBest {
-			if to = bestInSync(s, master, func(PodState) bool { return true }); to == "" {
-				return Action{Type: ActionWait, Reason: "switchover requested; waiting for a replica to be ready and in sync"}
-			}
+			to = bestInSync(s, master, func(PodState) bool { return true })
 		}
 		p, ok := s.pod(to)
 		switch {
+		case to == "":
+			waitForTarget = &Action{Type: ActionWait, Reason: "switchover requested; waiting for a replica to be ready and in sync"}
 		case to == s.CurrentMaster:
 			return Action{Type: ActionClearSwitchoverRequest, Pod: to, Reason: to + " is the master already"}
 		case !ok:
 			return Action{Type: ActionClearSwitchoverRequest, Pod: to, Reason: "no pod " + to + " in this cluster"}
 		case !inSync(p, master):
-			return Action{Type: ActionWait, Pod: to, Reason: "switchover requested; waiting for " + to + " to be ready and in sync"}
+			waitForTarget = &Action{Type: ActionWait, Pod: to, Reason: "switchover requested; waiting for " + to + " to be ready and in sync"}
+		default:
+			return Action{Type: ActionStartOperation, Pod: to, Reason: "requested switchover", Operation: &cachev1alpha1.OperationStatus{
+				Type: cachev1alpha1.OperationSwitchover, FromPod: s.CurrentMaster, ToPod: to,
+				Reason: fmt.Sprintf("switchover %s→%s requested", s.CurrentMaster, to), Step: cachev1alpha1.StepSwitchover,
+			}}
 		}
-		return Action{Type: ActionStartOperation, Pod: to, Reason: "requested switchover", Operation: &cachev1alpha1.OperationStatus{
-			Type: cachev1alpha1.OperationSwitchover, FromPod: s.CurrentMaster, ToPod: to,
-			Reason: fmt.Sprintf("switchover %s→%s requested", s.CurrentMaster, to), Step: cachev1alpha1.StepSwitchover,
-		}}
 	}
+	if a := nextChange(s); a.Type != ActionNone || waitForTarget == nil {
+		return a
+	}
+	return *waitForTarget
+}
+
+// nextChange chooses the next spec change to roll out.
+func nextChange(s Snapshot) Action {
+	a := *s.Approved
+	master, _ := s.pod(s.CurrentMaster)
 	if s.StatefulSet == nil || !s.StatefulSet.Settled {
 		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to observe its spec"}
 	}
 
 	specKey, approvedKey := renderer.TemplateKey(s.Spec), renderer.TemplateKey(a)
 	live, restart := renderer.ConfigChange(a.Config, s.Spec.Config)
-	blocked := s.Blocked != nil && s.Blocked.Target == specKey
+	// A change refused before is not tried again until spec changes.
+	blocked := s.Blocked != nil && s.Blocked.Target == renderer.ValuesKey(s.Spec)
 	if !blocked && (specKey != approvedKey || restart) {
 		target := a
 		target.Version, target.Image, target.Config, target.Resources = s.Spec.Version, s.Spec.Image, s.Spec.Config, s.Spec.Resources
@@ -131,7 +145,7 @@ func nextOperation(s Snapshot) Action {
 			}
 		}
 	}
-	if len(live) > 0 {
+	if len(live) > 0 && !blocked {
 		target := a
 		target.Config = map[string]cachev1alpha1.ConfigValue{}
 		for k, v := range a.Config {
@@ -271,14 +285,23 @@ func planSwitchover(s Snapshot) Action {
 		if fok && from.RoleLabel == cachev1alpha1.RoleMaster {
 			return Action{Type: ActionUnlabel, Pod: from.Name, Reason: "switchover: only the new master may carry the label"}
 		}
-		if to.RoleLabel != cachev1alpha1.RoleMaster {
-			return Action{Type: ActionLabelMaster, Pod: to.Name, Reason: "switchover"}
-		}
+		// Record the new master before it gets traffic: from here on the
+		// topology rules (label, repoint, failover if it dies) apply to it.
 		return Action{Type: ActionEndSwitchover, Pod: to.Name, Master: from.Name, Operation: afterSwitchover(op, s.Now), Reason: "switchover done"}
 	}
+	abort := func(why string) Action {
+		reason := fmt.Sprintf("switchover to %s aborted: %s", op.ToPod, why)
+		if op.Type == cachev1alpha1.OperationUpgrade && op.Step == cachev1alpha1.StepSwitchover && op.Previous != nil {
+			// The master cannot be handed over: the upgrade cannot finish;
+			// return the upgraded replicas to the previous template.
+			next := op.DeepCopy()
+			next.Step, next.StepStartedAt, next.FromPod, next.ToPod, next.Reason = cachev1alpha1.StepRollback, timeRef(s.Now), "", "", "rollback: "+reason
+			return Action{Type: ActionEndSwitchover, Master: op.FromPod, Operation: next, Values: op.Previous, Reason: reason}
+		}
+		return Action{Type: ActionEndSwitchover, Master: op.FromPod, Operation: afterSwitchover(op, s.Now), Reason: reason}
+	}
 	if stepExpired(s) {
-		abort := afterSwitchover(op, s.Now)
-		return Action{Type: ActionEndSwitchover, Master: op.FromPod, Operation: abort, Reason: fmt.Sprintf("switchover to %s aborted: not done within %s", op.ToPod, s.StepDeadline)}
+		return abort(fmt.Sprintf("not done within %s", s.StepDeadline))
 	}
 	switch {
 	case !tok || !healthy(to):
@@ -287,17 +310,25 @@ func planSwitchover(s Snapshot) Action {
 		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: waiting for the master"}
 	case from.Obs.FailoverState != "" && from.Obs.FailoverState != "no-failover":
 		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: Redis FAILOVER in progress (" + from.Obs.FailoverState + ")"}
+	case !s.SwitchoverIssuedAt.IsZero() && s.Now.Sub(s.SwitchoverIssuedAt) > s.ProbeTimeout+time.Second:
+		// FAILOVER was sent and is over, yet the roles did not change:
+		// Redis gave up (the target did not catch up in time). Give the
+		// master its traffic back now rather than retrying without it.
+		return abort("Redis FAILOVER did not complete (the target did not catch up in time)")
 	case to.Obs.MasterHost != from.IP || !to.Obs.MasterLinkUp:
 		return Action{Type: ActionWait, Pod: op.ToPod, Reason: "switchover: waiting for the target to follow the master"}
 	case from.RoleLabel == cachev1alpha1.RoleMaster:
 		return Action{Type: ActionUnlabel, Pod: from.Name, Reason: "switchover: stop traffic to the old master"}
 	}
+	if !s.SwitchoverIssuedAt.IsZero() {
+		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: waiting for Redis FAILOVER to start"}
+	}
 	return Action{Type: ActionGracefulSwitchover, Pod: to.Name, Master: from.Name, Reason: "switchover"}
 }
 
-// afterSwitchover is the operation once the switchover ended (or was
-// aborted): a requested switchover is over; an upgrade goes back to its
-// restarts; a scale-down removes pods.
+// afterSwitchover is the operation once the switchover ended: a requested
+// switchover is over; an upgrade goes back to its restarts; a scale-down
+// removes pods. An aborted one is planned again from there.
 func afterSwitchover(op *cachev1alpha1.OperationStatus, now time.Time) *cachev1alpha1.OperationStatus {
 	if op.Type == cachev1alpha1.OperationSwitchover {
 		return nil
@@ -467,7 +498,9 @@ func Queued(s Snapshot) string {
 	if s.Spec.Replicas != base.Replicas {
 		waiting = append(waiting, fmt.Sprintf("replicas %d→%d", base.Replicas, s.Spec.Replicas))
 	}
-	if renderer.TemplateKey(s.Spec) != renderer.TemplateKey(base) && !(s.Blocked != nil && s.Blocked.Target == renderer.TemplateKey(s.Spec)) {
+	if s.Blocked != nil && s.Blocked.Target == renderer.ValuesKey(s.Spec) {
+		// Refused: it does not wait, it is reported as Stalled.
+	} else if renderer.TemplateKey(s.Spec) != renderer.TemplateKey(base) {
 		waiting = append(waiting, describeUpgrade(base, s.Spec))
 	} else if live, _ := renderer.ConfigChange(base.Config, s.Spec.Config); len(live) > 0 {
 		waiting = append(waiting, describeConfig(base.Config, live))

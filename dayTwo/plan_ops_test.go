@@ -90,6 +90,7 @@ func TestPlanOperations(t *testing.T) {
 		return withOp(s, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepPrecheck, Target: &target, Previous: &prev})
 	}
 	keyOf := func(v string) string { s := cluster(3, 0); return renderer.TemplateKey(version(s, v)) }
+	valuesOf := func(v string) string { s := cluster(3, 0); return renderer.ValuesKey(version(s, v)) }
 
 	tests := []struct {
 		name  string
@@ -142,13 +143,52 @@ func TestPlanOperations(t *testing.T) {
 			want:  ActionWait,
 		},
 		{
-			name: "switchover: the new master gets the label, then the operation ends",
+			name: "switchover: the new master is recorded before it gets traffic",
 			given: setPod(setPod(switchover(), "c-2", func(p *PodState) { p.RoleLabel, p.Obs.Role, p.Obs.MasterHost = "", "slave", ip1 }),
 				"c-1", func(p *PodState) { p.Obs.Role, p.Obs.MasterHost = "master", "" }),
-			want: ActionLabelMaster, pod: "c-1",
+			want: ActionEndSwitchover, pod: "c-1",
 		},
 		{
-			name: "switchover: ends with the new master recorded",
+			name: "switchover: a FAILOVER Redis gave up on is aborted at once, the master keeps its role",
+			given: func() Snapshot {
+				s := setPod(switchover(), "c-2", func(p *PodState) { p.RoleLabel = "" })
+				s.SwitchoverIssuedAt = now.Add(-5 * time.Second)
+				return s
+			}(),
+			want: ActionEndSwitchover,
+			check: func(g Gomega, a Action) {
+				g.Expect(a.Pod).To(BeEmpty())
+				g.Expect(a.Reason).To(ContainSubstring("Redis FAILOVER did not complete"))
+			},
+		},
+		{
+			name: "switchover: an upgrade whose master cannot be handed over rolls back",
+			given: func() Snapshot {
+				s := upgrading(cluster(3, 0), "c-1", "c-2")
+				s.Operation.Step, s.Operation.FromPod, s.Operation.ToPod = cachev1alpha1.StepSwitchover, "c-0", "c-1"
+				s = setPod(s, "c-0", func(p *PodState) { p.RoleLabel = "" })
+				s.SwitchoverIssuedAt = now.Add(-5 * time.Second)
+				return s
+			}(),
+			want: ActionEndSwitchover,
+			check: func(g Gomega, a Action) {
+				g.Expect(a.Operation.Step).To(Equal(cachev1alpha1.StepRollback))
+				g.Expect(a.Values.Version).To(Equal("7.0.15"))
+			},
+		},
+		{
+			name: "the old master never loses its label while another pod is promoted: labels first",
+			given: func() Snapshot {
+				// c-1 recorded as master but a replica in Redis; c-2 still labelled master.
+				s := cluster(3, 2)
+				s.CurrentMaster = "c-1"
+				s = setPod(s, "c-2", func(p *PodState) { p.Obs.Role, p.Obs.MasterHost = "slave", ip1 })
+				return s
+			}(),
+			want: ActionUnlabel, pod: "c-2",
+		},
+		{
+			name: "switchover: ends with the new master recorded, even when already labelled",
 			given: setPod(setPod(switchover(), "c-2", func(p *PodState) { p.RoleLabel, p.Obs.Role, p.Obs.MasterHost = "replica", "slave", ip1 }),
 				"c-1", func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.RoleLabel = "master", "", "master" }),
 			want: ActionEndSwitchover, pod: "c-1",
@@ -173,7 +213,7 @@ func TestPlanOperations(t *testing.T) {
 			given: func() Snapshot {
 				s := cluster(3, 0)
 				s.Spec.Version = "7.2.4"
-				s.Blocked = &cachev1alpha1.RolloutBlock{Target: keyOf("7.2.4"), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed}
+				s.Blocked = &cachev1alpha1.RolloutBlock{Target: valuesOf("7.2.4"), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed}
 				return s
 			}(),
 		},
@@ -316,6 +356,15 @@ func TestPlanOperations(t *testing.T) {
 			check: func(g Gomega, a Action) { g.Expect(a.Operation.Type).To(Equal(cachev1alpha1.OperationSwitchover)) },
 		},
 		{
+			name: "a switchover request whose target is not in sync does not hold up other changes", want: ActionStartOperation,
+			given: func() Snapshot {
+				s := setPod(cluster(3, 0), "c-2", func(p *PodState) { p.Obs.MasterLinkUp = false })
+				s.SwitchoverTo, s.Spec.Replicas = "c-2", 4
+				return s
+			}(),
+			check: func(g Gomega, a Action) { g.Expect(a.Operation.Type).To(Equal(cachev1alpha1.OperationScaling)) },
+		},
+		{
 			name: "a switchover to the master is dropped", want: ActionClearSwitchoverRequest, pod: "c-0",
 			given: func() Snapshot { s := cluster(3, 0); s.SwitchoverTo = "c-0"; return s }(),
 		},
@@ -401,4 +450,21 @@ func TestSimulateScaleDownMovesTheMasterFirst(t *testing.T) {
 		}
 		g.Expect(a.Type).NotTo(Equal(ActionApprove))
 	}
+}
+
+func TestSimulateRequestedSwitchoverToTheBestReplicaEnds(t *testing.T) {
+	g := NewWithT(t)
+	three := int32(3)
+	base := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three}}
+	head := base.DeepCopy()
+	head.Annotations = map[string]string{cachev1alpha1.AnnotationSwitchoverTo: cachev1alpha1.SwitchoverToBest}
+	steps, err := Simulate(base, head, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, a := range steps {
+		if a.Type == ActionGracefulSwitchover {
+			n++
+		}
+	}
+	g.Expect(n).To(Equal(1), "one switchover, not one after another")
 }

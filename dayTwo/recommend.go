@@ -69,6 +69,10 @@ func Recommend(master Observation, since, now time.Time, window time.Duration, e
 		since = now
 	}
 	if current != nil {
+		if current.Current != fmt.Sprintf("%dmb", master.MaxMemory>>20) {
+			// maxmemory changed since: the evidence no longer holds.
+			return keep(nil), since
+		}
 		return existing, since
 	}
 	if now.Sub(since) < window {

@@ -118,6 +118,10 @@ func (w *world) apply(a Action) {
 	switch a.Type {
 	case ActionApprove, ActionPrecheckPass, ActionApplyConfig, ActionRollback:
 		w.approve(*a.Values)
+	case ActionEndSwitchover:
+		if a.Values != nil {
+			w.approve(*a.Values)
+		}
 	}
 	switch a.Type {
 	case ActionBootstrap:
@@ -162,6 +166,9 @@ func (w *world) apply(a Action) {
 	case ActionEndSwitchover:
 		if a.Pod != "" {
 			s.CurrentMaster = a.Pod
+		}
+		if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationSwitchover {
+			s.SwitchoverTo = ""
 		}
 		s.Operation = a.Operation.DeepCopy()
 	case ActionApplyConfig:

@@ -98,6 +98,23 @@ func TemplateKeyOf(image, version, restartHash string, res corev1.ResourceRequir
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// ValuesKey identifies everything a set of values puts in the pods except
+// their number: the template and every parameter. A refused change is
+// recorded by it, so it is not tried again until spec changes.
+func ValuesKey(v cachev1alpha1.RolloutValues) string {
+	keys := make([]string, 0, len(v.Config))
+	for k := range v.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	h.Write([]byte(TemplateKey(v) + "\x00"))
+	for _, k := range keys {
+		h.Write([]byte(k + "\x00" + string(v.Config[k]) + "\x00"))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
 // ConfigChange compares the parameters of two values: live holds the
 // parameters to CONFIG SET (added or changed, and live), restart is true
 // when a change needs a restart: a restart-only parameter changed, or a

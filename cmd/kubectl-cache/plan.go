@@ -116,8 +116,11 @@ func loadClusters(ref string, paths []string) (map[string]*cachev1alpha1.CacheCl
 			return nil, err
 		}
 	} else {
+		if _, err := git("rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
+			return nil, fmt.Errorf("neither a file, a folder nor a git revision here")
+		}
 		if len(paths) == 0 {
-			out, err := git("ls-tree", "-r", "--name-only", ref)
+			out, err := git("ls-tree", "-r", "--full-tree", "--name-only", ref)
 			if err != nil {
 				return nil, err
 			}
@@ -128,9 +131,12 @@ func loadClusters(ref string, paths []string) (map[string]*cachev1alpha1.CacheCl
 			}
 		}
 		for _, p := range paths {
+			if _, err := git("cat-file", "-e", ref+":"+p); err != nil {
+				continue // absent at this revision
+			}
 			out, err := git("show", ref+":"+p)
 			if err != nil {
-				continue // absent at this revision
+				return nil, err
 			}
 			files[p] = []byte(out)
 		}

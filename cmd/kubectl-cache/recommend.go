@@ -101,7 +101,8 @@ func commitRecommendations(repo, path, namespace, name string, recs []cachev1alp
 	}
 	msg := fmt.Sprintf("cacheops: %s/%s: %s\n\n%s\nRecommended by the cacheops operator (status.recommendations of CacheCluster %s/%s);\nwritten by kubectl cache recommend. Review, then merge to apply through GitOps.\n",
 		namespace, name, strings.Join(title, ", "), body.String(), namespace, name)
-	args := []string{"commit", "-q", "-m", msg}
+	// Only this file, whatever else is staged in the checkout.
+	args := []string{"commit", "-q", "-m", msg, "--", path}
 	if who, _ := g("config", "user.name"); strings.TrimSpace(who) == "" {
 		args = append([]string{"-c", "user.name=kubectl-cache", "-c", "user.email=kubectl-cache@localhost"}, args...)
 	}
@@ -149,8 +150,12 @@ func editManifest(data []byte, namespace, name string, recs []cachev1alpha1.Reco
 	for _, r := range recs {
 		keys := strings.Split(strings.TrimPrefix(r.Field, "spec."), ".")
 		node := ensure(target, append([]string{"spec"}, keys...)...)
-		if node.Value == r.Recommended {
+		if sameValue(node.Value, r.Recommended) {
 			continue
+		}
+		if node.Kind != yaml3.ScalarNode || !sameValue(node.Value, r.Current) {
+			// The manifest moved on since the evidence was gathered.
+			return nil, nil, fmt.Errorf("%s is %q in the manifest but the recommendation was made for %q: it is stale, wait for a new one", r.Field, node.Value, r.Current)
 		}
 		node.Kind, node.Tag, node.Value, node.Style = yaml3.ScalarNode, "!!str", r.Recommended, 0
 		note := "raised from " + r.Current + " by kubectl cache recommend"
@@ -173,6 +178,36 @@ func editManifest(data []byte, namespace, name string, recs []cachev1alpha1.Reco
 		return nil, nil, err
 	}
 	return buf.Bytes(), applied, nil
+}
+
+// sameValue compares two values, memory sizes in bytes (Redis units: k=1000,
+// kb=1024, ...).
+func sameValue(a, b string) bool {
+	if strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b)) {
+		return true
+	}
+	x, xok := memBytes(a)
+	y, yok := memBytes(b)
+	return xok && yok && x == y
+}
+
+func memBytes(v string) (int64, bool) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}} {
+		if strings.HasSuffix(v, u.s) {
+			v, mult = strings.TrimSuffix(v, u.s), u.m
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscan(v, &n); err != nil || v == "" {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 func lookup(n *yaml3.Node, keys ...string) *yaml3.Node {

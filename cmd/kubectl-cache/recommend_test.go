@@ -80,6 +80,16 @@ func TestRecommendCommitsOnANewBranch(t *testing.T) {
 		g.Expect(string(edited)).To(ContainSubstring(kept), "kept: %s", kept)
 	}
 
+	// A recommendation made for another value than the manifest holds is
+	// stale: refused.
+	stale := cc.DeepCopy()
+	stale.Status.Recommendations[0].Current, stale.Status.Recommendations[0].Recommended = "64mb", "96mb"
+	staleYAML, err := yaml.Marshal(stale)
+	g.Expect(err).NotTo(HaveOccurred())
+	staleFile := writeFile(t, t.TempDir(), "stale.yaml", string(staleYAML))
+	err = run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", staleFile, "--branch", "stale"}, nil, &out)
+	g.Expect(err).To(MatchError(ContainSubstring("the recommendation was made for \"64mb\": it is stale")))
+
 	// Nothing left to change: refused, no empty commit.
 	err = run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", from, "--branch", "again"}, nil, &out)
 	g.Expect(err).To(MatchError(ContainSubstring("already holds every recommended value")))

@@ -100,6 +100,10 @@ func summarize(s *scope, stepErr error) {
 	cc := s.cc
 	gen := cc.Generation
 	prev := cc.Status.Phase
+	// A condition that ends where it started keeps its transition time, even
+	// if it was changed and changed back on the way (no status write).
+	orig := append([]metav1.Condition(nil), cc.Status.Conditions...)
+	defer keepTransitions(cc, orig)
 
 	if s.statefulSet != nil {
 		sts := s.statefulSet
@@ -155,7 +159,8 @@ func summarize(s *scope, stepErr error) {
 	op := cc.Status.Operation
 	opPhase := operationPhase(op)
 	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded ||
-		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading
+		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading ||
+		(prev == cachev1alpha1.PhaseFailed && cc.Status.CurrentMaster != "")
 	switch {
 	case len(failed) > 0:
 		cc.Status.Phase = cachev1alpha1.PhaseDegraded
@@ -251,13 +256,21 @@ func operationMessage(op *cachev1alpha1.OperationStatus) string {
 // what they ran; Stalled says what to change.
 func blockedRollout(cc *cachev1alpha1.CacheCluster) {
 	r := cc.Status.Rollout
-	if r == nil || r.Blocked == nil || r.Blocked.Target != renderer.TemplateKey(renderer.SpecValues(cc)) {
+	if r == nil || r.Blocked == nil || r.Blocked.Target != renderer.ValuesKey(renderer.SpecValues(cc)) {
 		return
 	}
 	gen := cc.Generation
 	setCondition(cc, cachev1alpha1.ConditionStalled, metav1.ConditionTrue, r.Blocked.Reason, r.Blocked.Message, gen)
 	setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, r.Blocked.Reason, r.Blocked.Message, gen)
 	removeCondition(cc, cachev1alpha1.ConditionReconciling)
+}
+
+func keepTransitions(cc *cachev1alpha1.CacheCluster, orig []metav1.Condition) {
+	for i, c := range cc.Status.Conditions {
+		if o := meta.FindStatusCondition(orig, c.Type); o != nil && o.Status == c.Status {
+			cc.Status.Conditions[i].LastTransitionTime = o.LastTransitionTime
+		}
+	}
 }
 
 // nodesOf lists the pods by name; the list holds no value that changes on
