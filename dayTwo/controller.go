@@ -202,13 +202,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.Error(err, "Step failed", "action", action.String())
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
-	switch action.Type {
-	case ActionPromote, ActionRepoint, ActionFence, ActionGracefulSwitchover:
-		// Plan the next step on the effect of this one.
-		for _, name := range []string{action.Pod, action.Master} {
-			if p, ok := snap.pod(name); ok && name != "" {
-				r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
-			}
+	// Plan the next step on the effect of this one: look again at the pods
+	// whose Redis it changed.
+	changed := map[ActionType][]string{
+		ActionPromote: {action.Pod}, ActionRepoint: {action.Pod}, ActionFence: {action.Pod},
+		ActionGracefulSwitchover: {action.Pod, action.Master},
+	}
+	for _, name := range changed[action.Type] {
+		if p, ok := snap.pod(name); ok {
+			r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
 		}
 	}
 	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil

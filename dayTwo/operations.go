@@ -66,14 +66,10 @@ func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.Cach
 func templateKeyOf(t *corev1.PodTemplateSpec) string {
 	for _, c := range t.Spec.Containers {
 		if c.Name == "redis" {
-			return templateKey(c.Image, t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
+			return renderer.TemplateKeyOf(c.Image, t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
 		}
 	}
 	return ""
-}
-
-func templateKey(image, version, restartHash string, res corev1.ResourceRequirements) string {
-	return renderer.TemplateKeyOf(image, version, restartHash, res)
 }
 
 // precheckState judges the pre-check pod: ready, failed (with the reason
@@ -430,7 +426,7 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 					err = gerr
 					break
 				}
-				if !sameParam(got[k], params[k]) {
+				if !renderer.SameParam(got[k], params[k]) {
 					mismatches = append(mismatches, fmt.Sprintf("%s: CONFIG GET %s returns %q after setting %q", p.Name, k, got[k], params[k]))
 				}
 			}
@@ -441,34 +437,6 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 		}
 	}
 	return mismatches, nil
-}
-
-// sameParam compares a value Redis returns with the one that was set: Redis
-// normalises memory sizes to bytes and some words to lower case.
-func sameParam(got, set string) bool {
-	if strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(set)) {
-		return true
-	}
-	a, aok := parseMemory(got)
-	b, bok := parseMemory(set)
-	return aok && bok && a == b
-}
-
-// parseMemory reads a Redis memory value: 100, 1k, 1kb, 5m, 5mb, 1g, 1gb.
-func parseMemory(v string) (int64, bool) {
-	v = strings.ToLower(strings.TrimSpace(v))
-	mult := int64(1)
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}} {
-		if strings.HasSuffix(v, u.s) {
-			v, mult = strings.TrimSuffix(v, u.s), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	return n * mult, err == nil
 }
 
 // startPrecheck starts a pod with the new template: the StatefulSet's pod

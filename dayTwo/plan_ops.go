@@ -55,9 +55,6 @@ const (
 // StepRollbackSwitchover is the switchover inside a rollback.
 const StepRollbackSwitchover = "RollbackSwitchover"
 
-// StepRemove waits for the pods of a scale-down to go.
-const StepRemove = "Remove"
-
 func inSwitchover(op *cachev1alpha1.OperationStatus) bool {
 	return op != nil && (op.Step == cachev1alpha1.StepSwitchover || op.Step == StepRollbackSwitchover)
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -23,9 +24,6 @@ var restartOnly = map[string]bool{
 	"syslog-enabled": true, "syslog-facility": true, "syslog-ident": true,
 	"tcp-backlog": true, "cluster-port": true,
 }
-
-// RestartOnly tells whether a Redis parameter needs a restart to change.
-func RestartOnly(param string) bool { return restartOnly[param] }
 
 // SpecValues are the rollout values spec asks for.
 func SpecValues(cc *cachev1alpha1.CacheCluster) cachev1alpha1.RolloutValues {
@@ -139,10 +137,32 @@ func ConfigChange(from, to map[string]cachev1alpha1.ConfigValue) (live map[strin
 	return live, restart
 }
 
-// SameValues tells whether two rollout values are equal.
-func SameValues(a, b cachev1alpha1.RolloutValues) bool {
-	if len(a.Config) == 0 && len(b.Config) == 0 {
-		a.Config, b.Config = nil, nil
+// SameParam compares two values of a Redis parameter as Redis does: words
+// case-insensitively, memory sizes in bytes (Redis reports maxmemory 100mb
+// back as 104857600).
+func SameParam(a, b string) bool {
+	if strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b)) {
+		return true
 	}
-	return equality.Semantic.DeepEqual(a, b)
+	x, xok := ParseMemory(a)
+	y, yok := ParseMemory(b)
+	return xok && yok && x == y
+}
+
+// ParseMemory reads a Redis memory value: 100, 1k, 1kb, 5m, 5mb, 1g, 1gb
+// (k, m and g are powers of 1000, kb, mb and gb powers of 1024).
+func ParseMemory(v string) (int64, bool) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}} {
+		if strings.HasSuffix(v, u.s) {
+			v, mult = strings.TrimSuffix(v, u.s), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n * mult, err == nil
 }

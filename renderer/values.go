@@ -28,14 +28,6 @@ func AuthSecretName(cc *cachev1alpha1.CacheCluster) string {
 	return cc.Name + "-auth"
 }
 
-// Image is the container image the cluster's pods run.
-func Image(cc *cachev1alpha1.CacheCluster) string {
-	if cc.Spec.Image != "" {
-		return cc.Spec.Image
-	}
-	return ImageRepository + ":" + cc.Spec.Version
-}
-
 // Values turns a CacheCluster into the values of the cachecluster chart. It is
 // a pure function: the same CacheCluster always gives the same values, and
 // nothing outside its argument is read.

@@ -54,6 +54,19 @@ func (l *liveFlags) client() (client.Client, string, error) {
 	return c, ns, err
 }
 
+// get connects and reads the named CacheCluster.
+func (l *liveFlags) get(name string) (client.Client, *cachev1alpha1.CacheCluster, error) {
+	c, ns, err := l.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := &cachev1alpha1.CacheCluster{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
+		return nil, nil, err
+	}
+	return c, cc, nil
+}
+
 // parseNameFirst parses flags that may come after the cluster's name.
 func parseNameFirst(fs *flag.FlagSet, args []string) (string, error) {
 	var name string
@@ -80,12 +93,8 @@ func status(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, ns, err := lf.client()
+	_, cc, err := lf.get(name)
 	if err != nil {
-		return err
-	}
-	cc := &cachev1alpha1.CacheCluster{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
 		return err
 	}
 	writeStatus(stdout, cc)
@@ -137,15 +146,11 @@ func switchover(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, ns, err := lf.client()
+	c, cc, err := lf.get(name)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	cc := &cachev1alpha1.CacheCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
-		return err
-	}
+	ctx, ns := context.Background(), cc.Namespace
 	target := *to
 	if target == "" {
 		target = cachev1alpha1.SwitchoverToBest

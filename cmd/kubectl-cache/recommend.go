@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,10 +12,10 @@ import (
 	"time"
 
 	yaml3 "go.yaml.in/yaml/v3"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
 )
 
 func recommend(args []string, stdout io.Writer) error {
@@ -44,11 +43,8 @@ func recommend(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", *from, err)
 		}
 	} else {
-		c, ns, err := lf.client()
-		if err != nil {
-			return err
-		}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
+		var err error
+		if _, cc, err = lf.get(name); err != nil {
 			return err
 		}
 	}
@@ -150,10 +146,10 @@ func editManifest(data []byte, namespace, name string, recs []cachev1alpha1.Reco
 	for _, r := range recs {
 		keys := strings.Split(strings.TrimPrefix(r.Field, "spec."), ".")
 		node := ensure(target, append([]string{"spec"}, keys...)...)
-		if sameValue(node.Value, r.Recommended) {
+		if renderer.SameParam(node.Value, r.Recommended) {
 			continue
 		}
-		if node.Kind != yaml3.ScalarNode || !sameValue(node.Value, r.Current) {
+		if node.Kind != yaml3.ScalarNode || !renderer.SameParam(node.Value, r.Current) {
 			// The manifest moved on since the evidence was gathered.
 			return nil, nil, fmt.Errorf("%s is %q in the manifest but the recommendation was made for %q: it is stale, wait for a new one", r.Field, node.Value, r.Current)
 		}
@@ -178,36 +174,6 @@ func editManifest(data []byte, namespace, name string, recs []cachev1alpha1.Reco
 		return nil, nil, err
 	}
 	return buf.Bytes(), applied, nil
-}
-
-// sameValue compares two values, memory sizes in bytes (Redis units: k=1000,
-// kb=1024, ...).
-func sameValue(a, b string) bool {
-	if strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b)) {
-		return true
-	}
-	x, xok := memBytes(a)
-	y, yok := memBytes(b)
-	return xok && yok && x == y
-}
-
-func memBytes(v string) (int64, bool) {
-	v = strings.ToLower(strings.TrimSpace(v))
-	mult := int64(1)
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}} {
-		if strings.HasSuffix(v, u.s) {
-			v, mult = strings.TrimSuffix(v, u.s), u.m
-			break
-		}
-	}
-	var n int64
-	if _, err := fmt.Sscan(v, &n); err != nil || v == "" {
-		return 0, false
-	}
-	return n * mult, true
 }
 
 func lookup(n *yaml3.Node, keys ...string) *yaml3.Node {

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/examples"
 )
 
 const (
@@ -33,15 +31,10 @@ const (
 // loadExample reads examples/NAME.yaml into namespace ns.
 func loadExample(t *testing.T, name, ns string) *cachev1alpha1.CacheCluster {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(), "examples", name+".yaml"))
+	cc, err := examples.Load(name, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &cachev1alpha1.CacheCluster{}
-	if err := yaml.UnmarshalStrict(data, cc); err != nil {
-		t.Fatal(err)
-	}
-	cc.Namespace = ns
 	return cc
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -78,11 +77,17 @@ func BenchmarkFailover(b *testing.B) {
 }
 
 func report(b *testing.B, runs []time.Duration) {
-	sorted := append([]time.Duration(nil), runs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	b.ReportMetric(sorted[len(sorted)/2].Seconds(), "p50_s")
-	b.ReportMetric(sorted[len(sorted)-1].Seconds(), "max_s")
+	p50, worst := quantiles(runs)
+	b.ReportMetric(p50.Seconds(), "p50_s")
+	b.ReportMetric(worst.Seconds(), "max_s")
 	b.ReportMetric(float64(len(runs)), "failovers")
+}
+
+// quantiles returns the median and the maximum.
+func quantiles(d []time.Duration) (p50, worst time.Duration) {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2], s[len(s)-1]
 }
 
 // writer is what ackedWrite needs of a client.
@@ -96,19 +101,24 @@ type writer interface {
 func ackedWrite(ctx context.Context, c writer, limit time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(limit)
 	for i := 0; time.Now().Before(deadline); i++ {
-		opCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := c.Set(opCtx, "bench:"+strconv.Itoa(i), i, 0).Err()
-		var n int64
-		if err == nil {
-			n, err = c.Do(opCtx, "WAIT", 1, 200).Int64()
-		}
-		cancel()
-		if err == nil && n >= 1 {
+		if tryWrite(ctx, c, i) {
 			return time.Now(), nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Time{}, fmt.Errorf("no acknowledged write within %s", limit)
+}
+
+// tryWrite writes once and tells whether a replica acknowledged it (SET,
+// then WAIT 1).
+func tryWrite(ctx context.Context, c writer, i int) bool {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := c.Set(ctx, "bench:"+strconv.Itoa(i), i, 0).Err(); err != nil {
+		return false
+	}
+	n, err := c.Do(ctx, "WAIT", 1, 200).Int64()
+	return err == nil && n >= 1
 }
 
 func freePort(b *testing.B) int {
@@ -255,29 +265,8 @@ func cacheopsFailover(b *testing.B, c *cluster.Cluster, k8s client.Client, i int
 	if err := k8s.Create(ctx, cc); err != nil {
 		b.Fatal(err)
 	}
-	// Wait for one master with two linked replicas.
-	var master string
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		got := &cachev1alpha1.CacheCluster{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cc), got); err == nil && got.Status.Phase == cachev1alpha1.PhaseRunning &&
-			meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionReady) && got.Status.CurrentMaster != "" {
-			labelled := 0
-			for _, n := range got.Status.Nodes {
-				if n.Role != "" {
-					labelled++
-				}
-			}
-			if labelled == 3 {
-				master = got.Status.CurrentMaster
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("cluster did not replicate within 3 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// One master with two linked replicas.
+	master := waitReplicas(b, k8s, cc, 3)
 	secret := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fo-auth"}, secret); err != nil {
 		b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -62,23 +61,11 @@ var runs int
 func nextRun() int { runs++; return runs }
 
 func reportUpgrade(b *testing.B, took, pauses []time.Duration) {
-	b.ReportMetric(median(took).Seconds(), "rollout_s")
-	b.ReportMetric(median(pauses).Seconds(), "write_pause_p50_s")
-	b.ReportMetric(maxOf(pauses).Seconds(), "write_pause_max_s")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
-func maxOf(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
+	rollout, _ := quantiles(took)
+	p50, worst := quantiles(pauses)
+	b.ReportMetric(rollout.Seconds(), "rollout_s")
+	b.ReportMetric(p50.Seconds(), "write_pause_p50_s")
+	b.ReportMetric(worst.Seconds(), "write_pause_max_s")
 }
 
 // upgradeRun creates a 3-pod cluster, starts the writer, rolls the pods and
@@ -204,14 +191,7 @@ func startBenchWriter(k8s client.Client, ns, service, password string) *benchWri
 				return
 			default:
 			}
-			opCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			err := sc.Set(opCtx, fmt.Sprintf("bench:%d", i), i, 0).Err()
-			var n int64
-			if err == nil {
-				n, err = sc.Do(opCtx, "WAIT", 1, 200).Int64()
-			}
-			cancel()
-			if err == nil && n >= 1 {
+			if tryWrite(ctx, sc, i) {
 				w.mu.Lock()
 				w.acks = append(w.acks, time.Now())
 				w.mu.Unlock()

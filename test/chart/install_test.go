@@ -32,10 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	daytwo "github.com/cacheops/cacheops/dayTwo"
+	"github.com/cacheops/cacheops/examples"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
@@ -465,15 +465,10 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // loadExample reads examples/NAME.yaml into namespace ns.
 func loadExample(t *testing.T, name, ns string) *cachev1alpha1.CacheCluster {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(), "examples", name+".yaml"))
+	cc, err := examples.Load(name, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &cachev1alpha1.CacheCluster{}
-	if err := yaml.UnmarshalStrict(data, cc); err != nil {
-		t.Fatal(err)
-	}
-	cc.Namespace = ns
 	return cc
 }
 

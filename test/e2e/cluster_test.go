@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/examples"
 )
 
 // newNamespace creates a namespace for one test.
@@ -36,15 +36,10 @@ func newNamespace(t *testing.T, name string) string {
 
 func loadExample(t *testing.T, name, ns string) *cachev1alpha1.CacheCluster {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repo, "examples", name+".yaml"))
+	cc, err := examples.Load(name, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &cachev1alpha1.CacheCluster{}
-	if err := yaml.UnmarshalStrict(data, cc); err != nil {
-		t.Fatal(err)
-	}
-	cc.Namespace = ns
 	return cc
 }
 

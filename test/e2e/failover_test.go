@@ -265,22 +265,42 @@ func waitReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.Ca
 	return got
 }
 
+// underLoad creates examples/basic (probe timeout 1 s) in a new namespace
+// and, once it replicates, starts the writer and the watch on master labels.
+func underLoad(t *testing.T, g Gomega, ns string) (cc, before *cachev1alpha1.CacheCluster, w *workload, masters *masterWatch) {
+	newNamespace(t, ns)
+	cc = loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
+	before = waitReplicating(g, cc)
+	masters = watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	w = startWorkload(ns, "basic", password(g, ns, "basic"))
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+	return cc, before, w, masters
+}
+
+// finish waits until writes go on, stops the writer and checks that no
+// acknowledged write was lost and that never two pods carried the master
+// label. It returns how many writes were checked.
+func (w *workload) finish(t *testing.T, g Gomega, masters *masterWatch) int {
+	n := w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20), "writes go on")
+	w.Stop()
+	checked, lost := w.Verify(g)
+	w.mu.Lock()
+	attempts, failures := w.attempts, w.failures
+	w.mu.Unlock()
+	t.Logf("%d acknowledged writes checked (%d attempts, %d unacknowledged)", checked, attempts, failures)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+	return checked
+}
+
 // failoverCase runs one fault against the master under the workload.
 func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), heal func(g Gomega, master string)) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	newNamespace(t, ns)
-	cc := loadExample(t, "basic", ns)
-	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	before := waitReplicating(g, cc)
-	pw := password(g, ns, "basic")
-
-	masters := watchMasters(t, ns)
-	defer masters.stop()
-	w := startWorkload(ns, "basic", pw)
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
-
+	cc, before, w, masters := underLoad(t, g, ns)
 	old := before.Status.CurrentMaster
 	fault(g, old)
 	// The cluster must fail over (or heal) and keep taking writes.
@@ -290,17 +310,8 @@ func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), 
 		heal(g, old)
 	}
 	after := waitReplicating(g, cc)
-	n = w.ackedCount()
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
-	w.Stop()
-
-	checked, lost := w.Verify(g)
-	w.mu.Lock()
-	attempts, failures := w.attempts, w.failures
-	w.mu.Unlock()
-	t.Logf("%d acknowledged writes checked (%d attempts, %d unacknowledged); master %s → %s", checked, attempts, failures, old, after.Status.CurrentMaster)
-	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
-	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
+	w.finish(t, g, masters)
 }
 
 func TestFailoverFrozenMaster(t *testing.T) {

@@ -88,16 +88,8 @@ func kubectlCache(g Gomega, args ...string) string {
 func TestScaleUpAndDownWhileWriting(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "e2e-scale")
-	cc := loadExample(t, "basic", ns)
-	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	waitReplicating(g, cc)
-	pw := password(g, ns, "basic")
-	masters := watchMasters(t, ns)
-	defer masters.stop()
-	w := startWorkload(ns, "basic", pw)
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+	ns := "e2e-scale"
+	cc, _, w, masters := underLoad(t, g, ns)
 
 	mergePatch(g, cc, `{"spec":{"replicas":5}}`)
 	g.Eventually(func(g Gomega) {
@@ -139,13 +131,7 @@ func TestScaleUpAndDownWhileWriting(t *testing.T) {
 		}, limits.Cleanup, limits.Poll).Should(BeTrue(), "claim of %s removed", name)
 	}
 
-	n = w.ackedCount()
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
-	w.Stop()
-	checked, lost := w.Verify(g)
-	t.Logf("%d acknowledged writes checked (%d unacknowledged)", checked, w.failures)
-	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
-	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+	w.finish(t, g, masters)
 }
 
 // A version change restarts the pods one at a time, replicas first from the
@@ -153,18 +139,9 @@ func TestScaleUpAndDownWhileWriting(t *testing.T) {
 // change made meanwhile waits for the upgrade and runs after it.
 func TestRollingUpgradeInOrder(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "e2e-upgrade")
-	cc := loadExample(t, "basic", ns)
-	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	before := waitReplicating(g, cc)
-	pw := password(g, ns, "basic")
+	ns := "e2e-upgrade"
+	cc, before, w, masters := underLoad(t, g, ns)
 	uids := podUIDs(g, ns)
-	masters := watchMasters(t, ns)
-	defer masters.stop()
-	w := startWorkload(ns, "basic", pw)
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
 
 	// What `kubectl cache plan` predicts for this change.
 	head := before.DeepCopy()
@@ -210,9 +187,8 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	took := time.Since(start)
 	pause := w.longestPause(start, time.Now())
 
-	got := waitReplicating(g, cc)
 	g.Eventually(func(g Gomega) {
-		got = waitReplicating(g, cc)
+		got := waitReplicating(g, cc)
 		g.Expect(got.Status.Nodes).To(HaveLen(4))
 		g.Expect(got.Status.CurrentVersion).To(Equal("7.2.4"))
 		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionQueued)).To(BeNil())
@@ -240,11 +216,8 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	// The queued scale-up ran after the upgrade.
 	g.Expect(pod(g, ns, "basic-3").CreationTimestamp.Time).To(BeTemporally(">=", upgradedAt.Add(-time.Second)))
 
-	w.Stop()
-	checked, lost := w.Verify(g)
-	t.Logf("3-pod rolling upgrade took %s, longest write pause %s; %d acknowledged writes checked", took.Round(time.Millisecond), pause.Round(time.Millisecond), checked)
-	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
-	g.Expect(masters.Max()).To(Equal(1), "two pods carried the master label at once")
+	t.Logf("3-pod rolling upgrade took %s, longest write pause %s", took.Round(time.Millisecond), pause.Round(time.Millisecond))
+	w.finish(t, g, masters)
 }
 
 // An image that cannot run here fails the pre-check: no pod restarts, the
@@ -308,16 +281,8 @@ exec /usr/bin/redis-server "$@"
 func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "e2e-rollback")
-	cc := loadExample(t, "basic", ns)
-	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	before := waitReplicating(g, cc)
-	pw := password(g, ns, "basic")
-	masters := watchMasters(t, ns)
-	defer masters.stop()
-	w := startWorkload(ns, "basic", pw)
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+	ns := "e2e-rollback"
+	cc, before, w, masters := underLoad(t, g, ns)
 
 	mergePatch(g, cc, fmt.Sprintf(`{"spec":{"image":%q}}`, refusingImage))
 	g.Eventually(func(g Gomega) {
@@ -344,13 +309,7 @@ func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 		}
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
 	g.Expect(getCC(g, cc).Status.CurrentMaster).To(Equal(before.Status.CurrentMaster), "the master was never touched")
-	n := w.ackedCount()
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+20))
-	w.Stop()
-	checked, lost := w.Verify(g)
-	t.Logf("%d acknowledged writes checked", checked)
-	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
-	g.Expect(masters.Max()).To(Equal(1))
+	w.finish(t, g, masters)
 }
 
 // A parameter Redis changes live is set on every pod without a restart; a
