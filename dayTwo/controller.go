@@ -63,6 +63,11 @@ type Reconciler struct {
 	// pod may take to become ready and in sync before the upgrade is rolled
 	// back; zero means 5 minutes.
 	StepDeadline time.Duration
+	// AfterStep, when set, is called after each step that succeeded. The
+	// manager's --fault-exit-after-step uses it to crash at a chosen point
+	// of an operation, so a test can prove a restarted operator finishes
+	// the operation it recorded.
+	AfterStep func(Action)
 
 	// userSecrets remembers passwords read from users' Secrets, which are
 	// not in the label-filtered cache, so a reconcile every probe period
@@ -201,6 +206,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.Error(err, "Step failed", "action", action.String())
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
+	}
+	if r.AfterStep != nil {
+		r.AfterStep(action)
 	}
 	// Plan the next step on the effect of this one: look again at the pods
 	// whose Redis it changed.

@@ -35,6 +35,7 @@ func main() {
 		stepDeadline    time.Duration
 		recommendAfter  time.Duration
 		majorityDown    time.Duration
+		exitAfterStep   string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
@@ -45,6 +46,7 @@ func main() {
 	flag.DurationVar(&stepDeadline, "upgrade-step-deadline", 5*time.Minute, "How long an upgrade's pre-check pod, and each restarted pod, may take to become ready and in sync before the upgrade is refused or rolled back.")
 	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
+	flag.StringVar(&exitAfterStep, "fault-exit-after-step", "", "Fault injection for tests only: exit with status 3 right after the first day-two step of this kind (e.g. Promote), as a crash in the middle of an operation would.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -91,7 +93,16 @@ func main() {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	if err := (&daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter}).SetupWithManager(mgr); err != nil {
+	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter}
+	if exitAfterStep != "" {
+		dayTwo.AfterStep = func(a daytwo.Action) {
+			if string(a.Type) == exitAfterStep {
+				log.Info("Exiting after this step, as --fault-exit-after-step asks", "action", a.String())
+				os.Exit(3)
+			}
+		}
+	}
+	if err := dayTwo.SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", daytwo.ControllerName)
 		os.Exit(1)
 	}

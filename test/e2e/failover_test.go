@@ -403,19 +403,30 @@ func TestTwoFailoversInARow(t *testing.T) {
 
 // The operator dies after recording a failover and before finishing it; the
 // restarted operator finishes the same failover (same operation id), not a
-// second one.
+// second one. The crash is placed with --fault-exit-after-step: a failover
+// takes well under 100 ms, too short to hit by killing the process from
+// outside.
 func TestOperatorKilledMidFailover(t *testing.T) {
 	ns := "e2e-fo-crash"
 	var opID string
+	t.Cleanup(func() {
+		if t.Failed() { // leave the next tests a manager that watches everything
+			killManager()
+			_ = startManager(managerBin, stateDir)
+		}
+	})
 	failoverCase(t, ns, func(g Gomega, master string) {
-		g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
-		g.Eventually(func(g Gomega) {
-			cc := &cachev1alpha1.CacheCluster{}
-			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
-			g.Expect(cc.Status.Operation).NotTo(BeNil())
-			opID = cc.Status.Operation.ID
-		}, limits.PodRestart, 10*time.Millisecond).Should(Succeed())
 		killManager()
+		g.Expect(startManager(managerBin, stateDir, "--watch-namespaces="+ns, "--fault-exit-after-step=Promote")).To(Succeed())
+		g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
+		code, err := managerExit(limits.PodRestart)
+		g.Expect(err).NotTo(HaveOccurred(), "the manager exits after promoting a replica")
+		g.Expect(code).To(Equal(3))
+		cc := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, cc)).To(Succeed())
+		g.Expect(cc.Status.Operation).NotTo(BeNil(), "the failover is recorded and unfinished")
+		g.Expect(cc.Status.Operation.Type).To(Equal(cachev1alpha1.OperationFailover))
+		opID = cc.Status.Operation.ID
 		g.Expect(startManager(managerBin, stateDir)).To(Succeed())
 	}, func(g Gomega, master string) {
 		g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())

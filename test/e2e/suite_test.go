@@ -161,8 +161,9 @@ func killManager() {
 	}
 }
 
-// startManager runs the real operator binary against the cluster.
-func startManager(bin, dir string) error {
+// startManager runs the real operator binary against the cluster, with
+// extra flags if given.
+func startManager(bin, dir string, extra ...string) error {
 	logf, err := os.OpenFile(filepath.Join(dir, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -172,11 +173,25 @@ func startManager(bin, dir string) error {
 		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s", "--recommend-after=10s"}
 	// CACHEOPS_E2E_MANAGER_ARGS adds flags, e.g. --zap-log-level=debug.
 	args = append(args, strings.Fields(os.Getenv("CACHEOPS_E2E_MANAGER_ARGS"))...)
+	args = append(args, extra...)
 	manager = exec.Command(bin, args...)
 	manager.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
 	manager.Stdout, manager.Stderr = logf, logf
 	manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return manager.Start()
+}
+
+// managerExit waits up to timeout for the manager to exit on its own and
+// returns its exit code.
+func managerExit(timeout time.Duration) (int, error) {
+	done := make(chan error, 1)
+	go func() { done <- manager.Wait() }()
+	select {
+	case <-done:
+		return manager.ProcessState.ExitCode(), nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("the manager still runs after %s", timeout)
+	}
 }
 
 func stopManager() {
