@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -78,6 +79,8 @@ type Reconciler struct {
 	pressure    pressure
 	// issued: when Redis FAILOVER was sent for a cluster's switchover.
 	issued map[types.NamespacedName]time.Time
+	// backups: the dumps being streamed.
+	backups backupRuns
 }
 
 type cachedPassword struct {
@@ -95,6 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	cc := &cachev1alpha1.CacheCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cc); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.backups.abort(req.NamespacedName, errors.New("the cluster was deleted"))
 			r.Prober.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 			r.mu.Lock()
@@ -105,6 +109,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cc.DeletionTimestamp.IsZero() || cc.Spec.Paused {
+		if !cc.DeletionTimestamp.IsZero() {
+			r.backups.abort(req.NamespacedName, errors.New("the cluster is being deleted"))
+		}
 		r.Prober.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -175,6 +182,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.observeWorkload(ctx, cc, &snap); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.observeBackups(ctx, cc, &snap); err != nil {
+		return ctrl.Result{}, err
+	}
+	nextBackup, err := r.schedule(ctx, cc)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		log.Error(err, "Scheduling a backup")
+	}
 	action := Plan(snap)
 	if m, ok := snap.pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
 		// Reporting must not hold up a step (a failover least of all).
@@ -191,6 +208,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	switch action.Type {
 	case ActionNone:
+		if nextBackup > 0 && nextBackup < steadyRecheck {
+			return ctrl.Result{RequeueAfter: nextBackup}, nil
+		}
 		return ctrl.Result{RequeueAfter: steadyRecheck}, nil
 	case ActionWait:
 		log.V(1).Info("Waiting", "action", action.String())
@@ -240,9 +260,19 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 			return err
 		}
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
+		// A restored cluster is checked before any client can write: the
+		// master label, which the Service selects, comes after this.
+		if p, ok := snap.pod(a.Pod); ok && cc.Spec.Restore != nil {
+			if err := r.verifyRestore(ctx, cc, p, pw); err != nil {
+				log.Error(err, "Recording the restore verification")
+			}
+		}
 		return nil
 
 	case ActionStartFailover:
+		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
+			r.backups.abort(client.ObjectKeyFromObject(cc), errFailover)
+		}
 		id := newID()
 		if cc.Status.Operation != nil {
 			id = cc.Status.Operation.ID
@@ -520,6 +550,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
+		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
 		WatchesRawSource(source.Channel(r.Prober.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }

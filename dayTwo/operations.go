@@ -379,6 +379,9 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		}
 		return nil
 
+	case ActionRunBackup:
+		return r.startBackup(ctx, cc, snap, a, pw)
+
 	case ActionClearSwitchoverRequest:
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
 		if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {

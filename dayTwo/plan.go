@@ -147,6 +147,10 @@ type Snapshot struct {
 	// SwitchoverIssuedAt is when Redis FAILOVER was last sent for the
 	// switchover in progress; zero if not (or not since a restart).
 	SwitchoverIssuedAt time.Time
+	// Backup is the CacheBackup of the Backup operation in progress.
+	Backup *BackupState
+	// PendingBackup is the oldest CacheBackup waiting for its turn.
+	PendingBackup string
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.

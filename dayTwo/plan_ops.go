@@ -71,6 +71,8 @@ func planOperations(s Snapshot) Action {
 			return planUpgrade(s)
 		case cachev1alpha1.OperationReconfigure:
 			return planReconfigure(s)
+		case cachev1alpha1.OperationBackup:
+			return planBackup(s)
 		}
 		return Action{Type: ActionWait, Reason: fmt.Sprintf("operation %s of unknown type %s", op.ID, op.Type)}
 	}
@@ -106,10 +108,19 @@ func nextOperation(s Snapshot) Action {
 			}}
 		}
 	}
-	if a := nextChange(s); a.Type != ActionNone || waitForTarget == nil {
+	if a := nextChange(s); a.Type != ActionNone {
 		return a
 	}
-	return *waitForTarget
+	if waitForTarget != nil {
+		return *waitForTarget
+	}
+	// Backups last: every change from git goes first.
+	if s.PendingBackup != "" {
+		return Action{Type: ActionStartOperation, Reason: "backup " + s.PendingBackup, Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationBackup, Backup: s.PendingBackup, Reason: "backup " + s.PendingBackup,
+		}}
+	}
+	return Action{Type: ActionNone}
 }
 
 // nextChange chooses the next spec change to roll out.
@@ -501,6 +512,9 @@ func Queued(s Snapshot) string {
 		waiting = append(waiting, describeUpgrade(base, s.Spec))
 	} else if live, _ := renderer.ConfigChange(base.Config, s.Spec.Config); len(live) > 0 {
 		waiting = append(waiting, describeConfig(base.Config, live))
+	}
+	if s.PendingBackup != "" && op.Type != cachev1alpha1.OperationBackup {
+		waiting = append(waiting, "backup "+s.PendingBackup)
 	}
 	if len(waiting) == 0 {
 		return ""

@@ -48,3 +48,4 @@ build hack/tools/kube \
 	kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler \
 	kubectl:k8s.io/kubernetes/cmd/kubectl
+build hack/tools/versitygw versitygw:github.com/versity/versitygw/cmd/versitygw

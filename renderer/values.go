@@ -22,6 +22,29 @@ const (
 	ImageRepository = "redis"
 )
 
+// RestoreImage is the image of the init container that downloads a dump
+// into a restored cluster's pods: the operator's own image (its manager
+// binary has a restore subcommand). The manager sets it from
+// --restore-image.
+var RestoreImage = "ghcr.io/cacheops/cacheops-manager:0.1.0"
+
+// RestoreLocation is the dump a cluster restores: status.restoreFrom once
+// the operator resolved spec.restore, or spec.restore's key and bucket
+// (which need no resolving). Nil when there is nothing to restore or it is
+// not resolved yet.
+func RestoreLocation(cc *cachev1alpha1.CacheCluster) *cachev1alpha1.BackupLocation {
+	if cc.Spec.Restore == nil {
+		return nil
+	}
+	if cc.Status.RestoreFrom != nil {
+		return cc.Status.RestoreFrom
+	}
+	if r := cc.Spec.Restore; r.Key != "" && r.S3 != nil {
+		return &cachev1alpha1.BackupLocation{S3Target: *r.S3, Key: r.Key}
+	}
+	return nil
+}
+
 // AuthSecretName is the name of the Secret that holds the generated password
 // when spec.auth.secretRef is unset.
 func AuthSecretName(cc *cachev1alpha1.CacheCluster) string {
@@ -97,7 +120,25 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		return nil, fmt.Errorf("spec.resources: %w", err)
 	}
 
+	restore := map[string]any{"enabled": false}
+	if loc := RestoreLocation(cc); loc != nil {
+		restore = map[string]any{
+			"enabled":           true,
+			"image":             RestoreImage,
+			"endpoint":          loc.Endpoint,
+			"bucket":            loc.Bucket,
+			"region":            loc.Region,
+			"key":               loc.Key,
+			"insecure":          loc.Insecure,
+			"credentialsSecret": loc.CredentialsSecret,
+			"caSecret":          loc.CASecret,
+		}
+	} else if cc.Spec.Restore != nil {
+		return nil, fmt.Errorf("spec.restore.backup %q is not resolved to a stored dump yet", cc.Spec.Restore.Backup)
+	}
+
 	return map[string]any{
+		"restore":             restore,
 		"name":                cc.Name,
 		"namespace":           namespace,
 		"version":             approved.Version,

@@ -15,6 +15,7 @@ const MaxReplicas = 15
 // never writes it.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && size(self.backup.schedule) > 0)",message="backup.schedule is required when backup.enabled is true"
+// +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is immutable: it applies only when a cluster is created; create a new CacheCluster to restore another backup"
 type CacheClusterSpec struct {
 	// Version is the Redis version to run, e.g. "7.0.15". It selects the
 	// image redis:<version> unless image is set.
@@ -64,9 +65,15 @@ type CacheClusterSpec struct {
 	// +optional
 	Auth AuthSpec `json:"auth,omitempty"`
 
-	// Backup configures scheduled backups.
+	// Backup configures the backup target and schedule.
 	// +optional
 	Backup BackupSpec `json:"backup,omitempty"`
+
+	// Restore starts a new cluster from a backup: every pod loads the dump
+	// into its data directory before redis-server starts. It cannot be
+	// added, changed or removed after creation.
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 
 	// HighAvailability configures health probing and automatic failover.
 	// +optional
@@ -141,22 +148,98 @@ type SecretKeyRef struct {
 	Key string `json:"key,omitempty"`
 }
 
-// BackupSpec configures scheduled backups. The fields are accepted now; taking
-// backups is not implemented yet.
+// BackupSpec configures where backups go and when they are taken. On-demand
+// backups (`kubectl cache backup NAME`) need only the target.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.s3)",message="backup.enabled needs a target: set backup.s3"
 type BackupSpec struct {
 	// Enabled turns scheduled backups on.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// Schedule in cron format, e.g. "0 3 * * *".
+	// Schedule in cron format (minute hour day-of-month month day-of-week,
+	// UTC), e.g. "0 3 * * *", or a descriptor such as @daily or
+	// "@every 6h".
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="backup.schedule must be a cron expression with five fields (minute hour day month weekday) or a descriptor such as @daily"
 	Schedule string `json:"schedule,omitempty"`
 
-	// Retention says how many backups to keep.
+	// Retention says how many backups to keep. The last successful backup
+	// is never removed.
 	// +optional
 	Retention *BackupRetention `json:"retention,omitempty"`
+
+	// S3 is the bucket backups are written to.
+	// +optional
+	S3 *S3Target `json:"s3,omitempty"`
+}
+
+// S3Target is a bucket (and prefix) of an S3-compatible object store.
+type S3Target struct {
+	// Endpoint is host[:port] of the S3 API, e.g. s3.eu-west-1.amazonaws.com.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$`
+	Endpoint string `json:"endpoint"`
+
+	// Bucket name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+
+	// Prefix of the object keys, e.g. prod/cache/. Backups of a cluster go
+	// under <prefix><namespace>/<cluster>/.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="backup.s3.prefix must not start with / or contain .."
+	Prefix string `json:"prefix,omitempty"`
+
+	// Region of the bucket; us-east-1 when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// CredentialsSecret names a Secret in the cluster's namespace with the
+	// keys accessKeyID and secretAccessKey.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecret string `json:"credentialsSecret"`
+
+	// CASecret names a Secret in the cluster's namespace whose key ca.crt
+	// is the certificate authority of the endpoint's TLS certificate; the
+	// system roots when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CASecret string `json:"caSecret,omitempty"`
+
+	// Insecure talks plain HTTP instead of HTTPS. For tests and private
+	// networks only: credentials and data travel unencrypted.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// RestoreSpec says which backup a new cluster starts from.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.key)",message="restore needs exactly one of backup (a CacheBackup name) or key (an object key, with s3)"
+// +kubebuilder:validation:XValidation:rule="!has(self.key) || has(self.s3)",message="restore.key needs restore.s3: the bucket that holds it"
+type RestoreSpec struct {
+	// Backup names a completed CacheBackup in this namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Backup string `json:"backup,omitempty"`
+
+	// Key is the object key of a dump (its metadata is <key>.json next to
+	// it), for a backup whose CacheBackup object is gone, e.g. after the
+	// source cluster was deleted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key,omitempty"`
+
+	// S3 is the bucket that holds Key.
+	// +optional
+	S3 *S3Target `json:"s3,omitempty"`
 }
 
 // BackupRetention bounds the backup history.
@@ -285,6 +368,28 @@ type CacheClusterStatus struct {
 	// +listType=map
 	// +listMapKey=field
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
+
+	// Backup records the schedule's progress.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// RestoreFrom is the dump spec.restore resolved to, recorded once when
+	// the cluster is created so its pods always restore the same file.
+	// +optional
+	RestoreFrom *BackupLocation `json:"restoreFrom,omitempty"`
+}
+
+// BackupStatus records the schedule's progress.
+type BackupStatus struct {
+	// LastScheduleTime is when the schedule last created a CacheBackup.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastSuccessfulBackup names the newest completed CacheBackup.
+	// +optional
+	LastSuccessfulBackup string `json:"lastSuccessfulBackup,omitempty"`
+	// LastSuccessfulTime is when it completed.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 }
 
 // Recommendation is one suggested spec change and its evidence.
@@ -342,7 +447,7 @@ type RolloutBlock struct {
 }
 
 // OperationType names a day-two operation.
-// +kubebuilder:validation:Enum=Failover;Switchover;Scaling;Upgrade;Reconfigure
+// +kubebuilder:validation:Enum=Failover;Switchover;Scaling;Upgrade;Reconfigure;Backup
 type OperationType string
 
 const (
@@ -360,6 +465,10 @@ const (
 	// OperationReconfigure applies parameters Redis can change live with
 	// CONFIG SET on every pod.
 	OperationReconfigure OperationType = "Reconfigure"
+	// OperationBackup streams a dump of an in-sync replica to the backup
+	// target. It has the lowest priority: it waits for every other
+	// operation, and a failover aborts it (it is retried afterwards).
+	OperationBackup OperationType = "Backup"
 )
 
 // Steps of an upgrade, in order.
@@ -405,6 +514,9 @@ type OperationStatus struct {
 	// from spec and only a restart resets it).
 	// +optional
 	RestartAll bool `json:"restartAll,omitempty"`
+	// Backup is the CacheBackup a Backup operation takes.
+	// +optional
+	Backup string `json:"backup,omitempty"`
 }
 
 // CacheCluster is a Redis-compatible cache: one master, its replicas, and

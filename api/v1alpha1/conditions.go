@@ -23,6 +23,10 @@ const (
 	// ConditionQueued is True while a spec change waits for the running
 	// operation to finish; its message says what waits for what.
 	ConditionQueued = "Queued"
+	// ConditionRestored is set on a cluster created with spec.restore: True
+	// once the master loaded the dump and its key count matches the
+	// backup's metadata, False with the reason when it does not.
+	ConditionRestored = "Restored"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -63,6 +67,15 @@ const (
 	ReasonUpgradeRolledBack = "UpgradeRolledBack"
 	// ReasonWaitingForOperation: a change waits for the running operation.
 	ReasonWaitingForOperation = "WaitingForOperation"
+	// ReasonInvalidBackupSchedule: backup.schedule does not parse.
+	ReasonInvalidBackupSchedule = "InvalidBackupSchedule"
+	// ReasonRestoreSourceNotReady: spec.restore names a CacheBackup that
+	// does not exist or has not completed.
+	ReasonRestoreSourceNotReady = "RestoreSourceNotReady"
+	// ReasonRestoreVerified: the restored key count matches the metadata.
+	ReasonRestoreVerified = "RestoreVerified"
+	// ReasonRestoreMismatch: the restored key count does not match.
+	ReasonRestoreMismatch = "RestoreKeyCountMismatch"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.
@@ -106,6 +119,12 @@ const (
 	EventRolledBack        = "RolledBack"
 	EventConfigApplied     = "ConfigApplied"
 	EventRecommendation    = "CapacityRecommendation"
+	EventBackupStarted     = "BackupStarted"
+	EventBackupCompleted   = "BackupCompleted"
+	EventBackupFailed      = "BackupFailed"
+	EventBackupAborted     = "BackupAborted"
+	EventBackupPruned      = "BackupPruned"
+	EventRestored          = "Restored"
 )
 
 // Labels and annotations the operator puts on the objects it renders.

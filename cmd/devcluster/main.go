@@ -29,6 +29,11 @@ func main() {
 	defer stop()
 
 	opts := cluster.Options{Dir: *dir, BinDir: *bin, ControlPlaneOnly: *controlPlaneOnly}
+	// The operator's image runs the manager built next to the tools (for
+	// the init container of restored clusters).
+	if manager, err := filepath.Abs(filepath.Join(*bin, "manager")); err == nil {
+		opts.Images = append(cluster.DefaultImages(), cluster.OperatorImage(manager))
+	}
 	for _, spec := range strings.Split(*nodes, ",") {
 		if spec = strings.TrimSpace(spec); spec == "" {
 			continue

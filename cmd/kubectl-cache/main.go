@@ -43,6 +43,9 @@ const usage = `usage: kubectl cache COMMAND ...
   switchover NAME [--to POD] [--wait DURATION] [-n NAMESPACE]
            ask day-two to move the master role (to POD, or to the best
            in-sync replica)
+  backup NAME [--wait DURATION] [-n NAMESPACE]
+           take a backup now: a CacheBackup that day-two streams to the
+           cluster's spec.backup.s3 when no other operation runs
   recommend NAME --repo DIR --path FILE [--branch B] [--from FILE] [-n NAMESPACE]
            write the cluster's status.recommendations into its manifest in
            a git checkout (comments kept) and commit them on a new branch,
@@ -63,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return switchover(args[1:], stdout)
 	case "recommend":
 		return recommend(args[1:], stdout)
+	case "backup":
+		return backupNow(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -2,6 +2,9 @@
 // renders and applies each CacheCluster's objects, and the day-two
 // controller that manages replication roles and failover, with metrics,
 // health probes and leader election.
+//
+// `manager restore ...` is the init container of a cluster created with
+// spec.restore: it downloads the dump into the data directory.
 package main
 
 import (
@@ -21,10 +24,14 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	daytwo "github.com/cacheops/cacheops/dayTwo"
+	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		os.Exit(restore(os.Args[2:]))
+	}
 	var (
 		metricsAddr     string
 		probeAddr       string
@@ -37,6 +44,7 @@ func main() {
 		majorityDown    time.Duration
 		exitAfterStep   string
 	)
+	flag.StringVar(&renderer.RestoreImage, "restore-image", renderer.RestoreImage, "Image of the init container that downloads a backup into a restored cluster's pods: the operator's own image (its manager binary runs `manager restore`).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica reconciles.")

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -127,6 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{cc: cc, now: time.Now()}
 	steps := []step{
 		{"auth", r.ensureAuthSecret},
+		{"backup", r.checkBackup},
 		{"render", r.render},
 		{"apply", r.apply},
 		{"prune", r.prune},
@@ -180,6 +182,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: jitter(s.requeue)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// checkBackup stalls a cluster whose backup schedule does not parse (what
+// CEL can check was refused at admission), and resolves spec.restore.backup
+// to the dump it names, once, into status.restoreFrom.
+func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
+	cc := s.cc
+	if cc.Spec.Backup.Enabled {
+		if _, err := backup.ParseSchedule(cc.Spec.Backup.Schedule); err != nil {
+			return &stall{reason: cachev1alpha1.ReasonInvalidBackupSchedule, message: err.Error()}
+		}
+	}
+	rs := cc.Spec.Restore
+	if rs == nil || rs.Backup == "" || cc.Status.RestoreFrom != nil {
+		return nil
+	}
+	cb := &cachev1alpha1.CacheBackup{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: rs.Backup}, cb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
+				"spec.restore.backup: no CacheBackup %q in namespace %s; name a completed one, or restore by key and bucket (spec.restore.key, spec.restore.s3)", rs.Backup, cc.Namespace)}
+		}
+		return err
+	}
+	if cb.Status.Phase != cachev1alpha1.BackupCompleted || cb.Status.Location == nil {
+		return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
+			"spec.restore.backup: CacheBackup %s is %s, not Completed; the cluster starts when it completes", rs.Backup, orPending(cb.Status.Phase))}
+	}
+	cc.Status.RestoreFrom = cb.Status.Location.DeepCopy()
+	return nil
+}
+
+func orPending(p cachev1alpha1.BackupPhase) cachev1alpha1.BackupPhase {
+	if p == "" {
+		return cachev1alpha1.BackupPending
+	}
+	return p
 }
 
 // render turns the spec into objects. A spec that cannot be rendered stalls

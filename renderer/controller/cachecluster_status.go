@@ -158,7 +158,7 @@ func summarize(s *scope, stepErr error) {
 
 	op := cc.Status.Operation
 	opPhase := operationPhase(op)
-	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded ||
+	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded || prev == cachev1alpha1.PhaseBackupRunning ||
 		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading ||
 		(prev == cachev1alpha1.PhaseFailed && cc.Status.CurrentMaster != "")
 	switch {
@@ -181,7 +181,14 @@ func summarize(s *scope, stepErr error) {
 			// Only when every pod runs the template.
 			cc.Status.CurrentVersion = sts.Spec.Template.Annotations[cachev1alpha1.AnnotationVersion]
 		}
-		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionTrue, cachev1alpha1.ReasonReconciled, fmt.Sprintf("%d of %d pods ready, all objects applied", ready, want), gen)
+		readyMsg := fmt.Sprintf("%d of %d pods ready, all objects applied", ready, want)
+		if op != nil && op.Type == cachev1alpha1.OperationBackup {
+			// A backup reads from a replica; the cluster serves as usual
+			// and stays Ready (a nightly backup must not flip health).
+			cc.Status.Phase = cachev1alpha1.PhaseBackupRunning
+			readyMsg += "; " + operationMessage(op)
+		}
+		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionTrue, cachev1alpha1.ReasonReconciled, readyMsg, gen)
 		setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonPodsReady, "All pods ready", gen)
 		removeCondition(cc, cachev1alpha1.ConditionReconciling)
 	default:

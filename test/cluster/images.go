@@ -43,6 +43,16 @@ func DefaultImages() []Image {
 	}
 }
 
+// OperatorImagePattern matches the operator's image (charts/cacheops), which
+// a restored cluster's init container runs.
+const OperatorImagePattern = "ghcr.io/cacheops/cacheops-manager:*"
+
+// OperatorImage runs the locally built manager binary for the operator's
+// image, so `manager restore` init containers work on process-backed nodes.
+func OperatorImage(manager string) Image {
+	return Image{Pattern: OperatorImagePattern, Entrypoint: manager, Binaries: map[string]string{"manager": manager}}
+}
+
 // errImage is a container that cannot start because of its image.
 type errImage struct{ msg string }
 

@@ -102,7 +102,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	images := append(cluster.DefaultImages(), cluster.Image{
+	images := append(cluster.DefaultImages(), cluster.OperatorImage(managerBin), cluster.Image{
 		Pattern: strings.Split(refusingImage, ":")[0] + ":*", Entrypoint: script,
 		Binaries: map[string]string{"redis-server": script, "redis-cli": "/usr/bin/redis-cli"},
 	})

@@ -75,6 +75,14 @@ CacheCluster's spec.
 - apiGroups: ["cache.cacheops.io"]
   resources: ["cacheclusters/finalizers"]
   verbs: ["update"]
+# Backup history: scheduled backups are created, adopted, and removed by
+# retention.
+- apiGroups: ["cache.cacheops.io"]
+  resources: ["cachebackups"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["cache.cacheops.io"]
+  resources: ["cachebackups/status"]
+  verbs: ["get", "update", "patch"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

@@ -1,0 +1,123 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CacheBackupSpec says which cluster to back up. The target is the
+// cluster's spec.backup.s3.
+type CacheBackupSpec struct {
+	// Cluster is the CacheCluster in this namespace to back up.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cluster is immutable: create another CacheBackup"
+	Cluster string `json:"cluster"`
+}
+
+// BackupPhase is where a backup is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Completed;Failed
+type BackupPhase string
+
+const (
+	// BackupPending: waiting for its turn (one operation at a time per
+	// cluster), or to be retried after an abort.
+	BackupPending BackupPhase = "Pending"
+	// BackupRunning: the dump is being streamed to the target.
+	BackupRunning BackupPhase = "Running"
+	// BackupCompleted: the dump and its metadata are stored.
+	BackupCompleted BackupPhase = "Completed"
+	// BackupFailed: it could not be taken; Message says why.
+	BackupFailed BackupPhase = "Failed"
+)
+
+// BackupLocation is where a dump is stored: the bucket (with the Secrets to
+// reach it) and the key.
+type BackupLocation struct {
+	S3Target `json:",inline"`
+	// Key of the dump; its metadata is Key + ".json".
+	Key string `json:"key"`
+}
+
+// CacheBackupStatus is the backup's record.
+type CacheBackupStatus struct {
+	// Phase of the backup.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
+	// Message says what is happening or what went wrong.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Attempts counts the starts; a backup aborted by a failover or by an
+	// operator restart is started again, up to five times.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// Scheduled is true for a backup the schedule created.
+	// +optional
+	Scheduled bool `json:"scheduled,omitempty"`
+	// SourcePod is the pod the dump was taken from.
+	// +optional
+	SourcePod string `json:"sourcePod,omitempty"`
+	// Location of the dump.
+	// +optional
+	Location *BackupLocation `json:"location,omitempty"`
+	// Size of the dump in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Checksum of the dump, "sha256:<hex>".
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// RedisVersion that wrote the dump.
+	// +optional
+	RedisVersion string `json:"redisVersion,omitempty"`
+	// ReplicationOffset of the source when the dump was made.
+	// +optional
+	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
+	// Keys in the dump, and how many of them have a time to live (a
+	// restore may drop those that expired meanwhile).
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// +optional
+	ExpiringKeys int64 `json:"expiringKeys,omitempty"`
+	// StartTime and CompletionTime of the attempt that succeeded (or of the
+	// last attempt).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// CacheBackup is one backup of a CacheCluster, scheduled or on demand. It is
+// owned by its cluster; `kubectl get cachebackups` is the history. Deleting
+// a CacheBackup by hand leaves its stored dump in place; retention removes
+// both.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cb,categories=cacheops
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keys`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CacheBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec CacheBackupSpec `json:"spec"`
+	// +optional
+	Status CacheBackupStatus `json:"status,omitempty"`
+}
+
+// CacheBackupList is a list of CacheBackups.
+//
+// +kubebuilder:object:root=true
+type CacheBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheBackup `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &CacheBackup{}, &CacheBackupList{})
+}

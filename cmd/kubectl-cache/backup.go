@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// backupNow creates a CacheBackup of a live cluster; day-two takes it when
+// no other operation runs.
+func backupNow(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	var lf liveFlags
+	lf.register(fs)
+	wait := fs.Duration("wait", 0, "wait this long for the backup to complete (0: return at once)")
+	name, err := parseNameFirst(fs, args)
+	if err != nil {
+		return err
+	}
+	c, cc, err := lf.get(name)
+	if err != nil {
+		return err
+	}
+	if cc.Spec.Backup.S3 == nil {
+		return fmt.Errorf("%s/%s has no backup target: set spec.backup.s3 first", cc.Namespace, name)
+	}
+	ctx := context.Background()
+	cb := &cachev1alpha1.CacheBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-%s", name, time.Now().UTC().Format("20060102150405")),
+			Namespace: cc.Namespace,
+			Labels:    map[string]string{cachev1alpha1.LabelCluster: name},
+		},
+		Spec: cachev1alpha1.CacheBackupSpec{Cluster: name},
+	}
+	if err := controllerutil.SetControllerReference(cc, cb, c.Scheme()); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, cb); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "cachebackup/%s created\n", cb.Name)
+	if *wait == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(*wait)
+	for time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		switch cb.Status.Phase {
+		case cachev1alpha1.BackupCompleted:
+			fmt.Fprintf(stdout, "completed: %d keys, %d bytes, s3://%s/%s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location.Bucket, cb.Status.Location.Key, cb.Status.Checksum)
+			return nil
+		case cachev1alpha1.BackupFailed:
+			return fmt.Errorf("backup %s failed: %s", cb.Name, cb.Status.Message)
+		}
+	}
+	return fmt.Errorf("backup %s did not complete within %s (phase %s: %s)", cb.Name, *wait, orDash(string(cb.Status.Phase)), cb.Status.Message)
+}

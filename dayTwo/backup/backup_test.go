@@ -1,0 +1,134 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer starts a real redis-server in a temporary folder.
+func redisServer(t *testing.T, args ...string) *redis.Client {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is needed (make test installs it): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--requirepass", "pw"}, args...)...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: "pw"})
+	t.Cleanup(func() { rc.Close() })
+	for i := 0; ; i++ {
+		if rc.Ping(context.Background()).Err() == nil {
+			return rc
+		}
+		if i > 100 {
+			t.Fatal("redis-server did not answer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTakeStreamsAConsistentDump(t *testing.T) {
+	ctx := context.Background()
+	rc := redisServer(t)
+	for i := range 1000 {
+		if err := rc.Set(ctx, fmt.Sprintf("key:%d", i), bytes.Repeat([]byte{'v'}, 100), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		rc.Expire(ctx, fmt.Sprintf("key:%d", i), time.Hour)
+	}
+	var got bytes.Buffer
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(_ context.Context, r io.Reader, size int64) error {
+		n, err := io.Copy(&got, r)
+		if err == nil && n != size {
+			err = fmt.Errorf("copied %d of %d", n, size)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Header.Keys != 1000 || res.Header.ExpiringKeys != 10 || res.Header.DB != 0 {
+		t.Errorf("header %+v: want 1000 keys, 10 expiring, db 0", res.Header)
+	}
+	if res.Header.RedisVersion == "" || res.Size != int64(got.Len()) {
+		t.Errorf("result %+v for %d bytes", res, got.Len())
+	}
+
+	// The dump loads into a fresh server, as appendonly.aof too.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "appendonly.aof"), got.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded := redisServer(t, "--dir", dir, "--appendonly", "yes", "--appenddirname", "appendonly")
+	if n := loaded.DBSize(ctx).Val(); n != 1000 {
+		t.Errorf("the restored server holds %d keys, want 1000", n)
+	}
+}
+
+func TestTakeFailsOnABadPassword(t *testing.T) {
+	rc := redisServer(t)
+	_, err := Take(context.Background(), Source{Addr: rc.Options().Addr, Password: "wrong"}, func(context.Context, io.Reader, int64) error { return nil })
+	if err == nil {
+		t.Fatal("a wrong password must fail the backup")
+	}
+}
+
+func TestTakeStopsWhenCancelled(t *testing.T) {
+	rc := redisServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error {
+		cancel()
+		_, err := io.Copy(io.Discard, r)
+		if err == nil {
+			return ctx.Err()
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("a cancelled backup must fail")
+	}
+}
+
+func TestParseHeaderEmptyAndShort(t *testing.T) {
+	if _, err := ParseHeader([]byte("REDIS0010\xfa\x09redis-ver")); err != errShort {
+		t.Errorf("a cut header: %v, want errShort", err)
+	}
+	if _, err := ParseHeader([]byte("NOTREDIS!")); err == nil {
+		t.Error("a file that is no RDB must be refused")
+	}
+	h, err := ParseHeader([]byte("REDIS0010\xfa\x09redis-ver\x067.0.15\xff"))
+	if err != nil || h.Keys != 0 || h.RedisVersion != "7.0.15" {
+		t.Errorf("empty dump: %+v, %v", h, err)
+	}
+}
+
+func TestLZF(t *testing.T) {
+	// "aaaaaaaaaa": literal "a", then a back reference of 9 at distance 1.
+	out, err := lzfDecompress([]byte{0x00, 'a', 0xE0, 0x00, 0x00}, 10)
+	if err != nil || string(out) != "aaaaaaaaaa" {
+		t.Errorf("got %q, %v", out, err)
+	}
+}

@@ -1,0 +1,76 @@
+package backup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// RestoredMarker is written into the data directory after a restore.
+const RestoredMarker = ".cacheops-restored"
+
+// RestoreInto downloads the dump at key into dataDir, where redis-server
+// loads it at start: dump.rdb, and appendonly.aof (the same file) for a
+// server with appendonly on, which reads an AOF that is an RDB preamble and
+// moves it into its AOF folder. A data directory that already holds data
+// is left alone, so a restarted pod keeps what it has. The checksum and
+// size are checked against the metadata before the file is put in place.
+func RestoreInto(ctx context.Context, s *Store, key, dataDir string, logf func(string, ...any)) (Metadata, error) {
+	for _, existing := range []string{RestoredMarker, "dump.rdb", "appendonly.aof", "appendonly"} {
+		if _, err := os.Stat(filepath.Join(dataDir, existing)); err == nil {
+			logf("%s holds data already (%s); nothing to restore", dataDir, existing)
+			return Metadata{}, nil
+		}
+	}
+	meta, err := s.Metadata(ctx, key)
+	if err != nil {
+		return meta, err
+	}
+	obj, err := s.Get(ctx, key)
+	if err != nil {
+		return meta, err
+	}
+	defer obj.Close()
+	tmp, err := os.CreateTemp(dataDir, ".restore-*")
+	if err != nil {
+		return meta, err
+	}
+	defer os.Remove(tmp.Name())
+	hash := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, hash), obj)
+	if err != nil {
+		tmp.Close()
+		return meta, fmt.Errorf("downloading %s: %w", key, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return meta, err
+	}
+	if err := tmp.Close(); err != nil {
+		return meta, err
+	}
+	sum := "sha256:" + hex.EncodeToString(hash.Sum(nil))
+	if n != meta.Size {
+		return meta, fmt.Errorf("%s: downloaded %d bytes, the metadata says %d", key, n, meta.Size)
+	}
+	if sum != meta.Checksum {
+		return meta, fmt.Errorf("%s: checksum %s, the metadata says %s", key, sum, meta.Checksum)
+	}
+	dump := filepath.Join(dataDir, "dump.rdb")
+	if err := os.Rename(tmp.Name(), dump); err != nil {
+		return meta, err
+	}
+	if err := os.Link(dump, filepath.Join(dataDir, "appendonly.aof")); err != nil && !errors.Is(err, os.ErrExist) {
+		return meta, err
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, RestoredMarker), []byte(key+"\n"+sum+"\n"), 0o644); err != nil {
+		return meta, err
+	}
+	logf("restored %s (%d bytes, %s, %d keys from Redis %s) into %s", key, n, sum, meta.Keys, meta.RedisVersion, dataDir)
+	return meta, nil
+}

@@ -1,0 +1,18 @@
+package backup
+
+import (
+	"fmt"
+
+	"github.com/robfig/cron/v3"
+)
+
+// ParseSchedule parses spec.backup.schedule: five cron fields (minute hour
+// day-of-month month day-of-week, UTC) or a descriptor (@daily, @hourly,
+// @every 6h, ...).
+func ParseSchedule(s string) (cron.Schedule, error) {
+	sched, err := cron.ParseStandard(s)
+	if err != nil {
+		return nil, fmt.Errorf("backup.schedule %q: %w", s, err)
+	}
+	return sched, nil
+}

@@ -1,0 +1,100 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cacheops/cacheops/test/s3server"
+)
+
+// s3 starts a real S3 server (versitygw from bin/, built by make tools) with
+// one bucket.
+func s3(t *testing.T) *Store {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	srv, err := s3server.Start(filepath.Join(filepath.Dir(file), "..", "..", "bin"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	st, err := NewStore(Target{Endpoint: srv.Endpoint("127.0.0.1"), Bucket: "backups", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnsureBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestBackupAndRestoreThroughS3(t *testing.T) {
+	ctx := context.Background()
+	st := s3(t)
+	rc := redisServer(t)
+	for i := range 500 {
+		rc.Set(ctx, fmt.Sprintf("k%d", i), i, 0)
+	}
+	key := ObjectKey("team/", "default", "cache", "cache-1")
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error {
+		return st.Put(ctx, key, r, size)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := Metadata{Keys: res.Header.Keys, Size: res.Size, Checksum: res.Checksum, RedisVersion: res.Header.RedisVersion}
+	if err := st.PutMetadata(ctx, key, meta); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	got, err := RestoreInto(ctx, st, key, dir, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Keys != 500 || got.Checksum != res.Checksum {
+		t.Errorf("metadata %+v, want 500 keys and %s", got, res.Checksum)
+	}
+	for _, f := range []string{"dump.rdb", "appendonly.aof", RestoredMarker} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s after the restore: %v", f, err)
+		}
+	}
+	// A second run (a restarted pod) keeps what the folder holds.
+	if m, err := RestoreInto(ctx, st, key, dir, t.Logf); err != nil || m.Checksum != "" {
+		t.Errorf("a second restore must leave the data alone: %+v, %v", m, err)
+	}
+	loaded := redisServer(t, "--dir", dir, "--appendonly", "yes", "--appenddirname", "appendonly")
+	if n := loaded.DBSize(ctx).Val(); n != 500 {
+		t.Errorf("restored server holds %d keys, want 500", n)
+	}
+
+	// A dump that does not match its metadata is refused, and nothing is
+	// put in place.
+	meta.Checksum = "sha256:0000"
+	if err := st.PutMetadata(ctx, key, meta); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	if _, err := RestoreInto(ctx, st, key, empty, t.Logf); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("a checksum mismatch must fail the restore, got %v", err)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a refused restore left %d files behind", len(entries))
+	}
+
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Metadata(ctx, key); err == nil {
+		t.Error("the metadata is still there after Delete")
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Errorf("deleting what is gone: %v", err)
+	}
+}

@@ -1,0 +1,581 @@
+package daytwo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/backup"
+	"github.com/cacheops/cacheops/renderer"
+)
+
+// ActionRunBackup starts streaming a dump of Pod to the backup target.
+const ActionRunBackup ActionType = "RunBackup"
+
+const (
+	// maxBackupAttempts bounds the starts of one CacheBackup; aborts by a
+	// failover or an operator restart count too.
+	maxBackupAttempts = 5
+	// backupRetryDelay is the pause after a failed attempt, times the
+	// attempts so far.
+	backupRetryDelay = 5 * time.Second
+	// LabelScheduled marks CacheBackups the schedule created.
+	LabelScheduled = "cache.cacheops.io/scheduled"
+)
+
+// errFailover is why a failover aborts a backup.
+var errFailover = errors.New("a failover started")
+
+// BackupState is the CacheBackup a Backup operation takes, as the planner
+// sees it.
+type BackupState struct {
+	Name   string
+	Exists bool
+	Phase  cachev1alpha1.BackupPhase
+	// Running: this process streams it now.
+	Running bool
+	// RetryAt is when a failed attempt may be repeated.
+	RetryAt time.Time
+}
+
+// planBackup continues a Backup operation: stream from the in-sync replica
+// with the most data (the master only when it is alone), wait while the
+// stream runs, end the operation when the CacheBackup is done or gone.
+func planBackup(s Snapshot) Action {
+	b := s.Backup
+	switch {
+	case b == nil || !b.Exists:
+		return Action{Type: ActionCompleteOperation, Reason: "the CacheBackup was deleted"}
+	case b.Phase == cachev1alpha1.BackupCompleted || b.Phase == cachev1alpha1.BackupFailed:
+		return Action{Type: ActionCompleteOperation, Reason: "backup " + b.Name + " " + strings.ToLower(string(b.Phase))}
+	case b.Running:
+		return Action{Type: ActionWait, Reason: "backup " + b.Name + " is streaming"}
+	case s.Now.Before(b.RetryAt):
+		return Action{Type: ActionWait, Reason: "backup " + b.Name + " is retried at " + b.RetryAt.Format(time.RFC3339)}
+	}
+	master, _ := s.pod(s.CurrentMaster)
+	var live int
+	for _, p := range s.Pods {
+		if !p.Deleting {
+			live++
+		}
+	}
+	source := ""
+	if live == 1 {
+		source = master.Name
+	} else {
+		source = bestInSync(s, master, func(PodState) bool { return true })
+	}
+	if source == "" {
+		return Action{Type: ActionWait, Reason: "backup " + b.Name + " waits for a replica that is ready and in sync"}
+	}
+	return Action{Type: ActionRunBackup, Pod: source, Reason: "backup " + b.Name}
+}
+
+// backupRuns tracks the dumps this process streams, so a failover can abort
+// one and a restarted operator knows none runs.
+type backupRuns struct {
+	mu   sync.Mutex
+	runs map[types.NamespacedName]backupRun // by CacheBackup
+}
+
+type backupRun struct {
+	cluster string
+	cancel  context.CancelCauseFunc
+}
+
+func (b *backupRuns) running(key types.NamespacedName) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.runs[key]
+	return ok
+}
+
+func (b *backupRuns) add(key types.NamespacedName, cluster string, cancel context.CancelCauseFunc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.runs[key]; ok {
+		return false
+	}
+	if b.runs == nil {
+		b.runs = map[types.NamespacedName]backupRun{}
+	}
+	b.runs[key] = backupRun{cluster: cluster, cancel: cancel}
+	return true
+}
+
+func (b *backupRuns) done(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.runs, key)
+}
+
+// abort cancels the runs of a cluster.
+func (b *backupRuns) abort(cluster types.NamespacedName, cause error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key, run := range b.runs {
+		if key.Namespace == cluster.Namespace && run.cluster == cluster.Name {
+			run.cancel(cause)
+		}
+	}
+}
+
+// clusterBackups lists the CacheBackups of a cluster.
+func (r *Reconciler) clusterBackups(ctx context.Context, cc *cachev1alpha1.CacheCluster) ([]cachev1alpha1.CacheBackup, error) {
+	list := &cachev1alpha1.CacheBackupList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(cc.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []cachev1alpha1.CacheBackup
+	for _, b := range list.Items {
+		if b.Spec.Cluster == cc.Name && b.DeletionTimestamp.IsZero() {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// observeBackups fills the snapshot's view of the cluster's backups.
+func (r *Reconciler) observeBackups(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *Snapshot) error {
+	backups, err := r.clusterBackups(ctx, cc)
+	if err != nil {
+		return err
+	}
+	opBackup := ""
+	if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
+		opBackup = op.Backup
+		snap.Backup = &BackupState{Name: op.Backup}
+	}
+	for _, b := range backups {
+		if b.Name == opBackup {
+			st := snap.Backup
+			st.Exists, st.Phase = true, b.Status.Phase
+			st.Running = r.backups.running(client.ObjectKeyFromObject(&b))
+			if b.Status.Phase == cachev1alpha1.BackupPending && b.Status.CompletionTime != nil {
+				st.RetryAt = b.Status.CompletionTime.Add(time.Duration(b.Status.Attempts) * backupRetryDelay)
+			}
+			continue
+		}
+		if snap.PendingBackup == "" && (b.Status.Phase == "" || b.Status.Phase == cachev1alpha1.BackupPending) {
+			snap.PendingBackup = b.Name
+		}
+	}
+	return nil
+}
+
+// s3Target reads the credentials (and CA) of a bucket from the cluster's
+// namespace. The Secrets are the user's, outside the label-filtered cache.
+func (r *Reconciler) s3Target(ctx context.Context, ns string, t cachev1alpha1.S3Target) (backup.Target, error) {
+	out := backup.Target{Endpoint: t.Endpoint, Bucket: t.Bucket, Prefix: t.Prefix, Region: t.Region, Insecure: t.Insecure}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.CredentialsSecret}, s); err != nil {
+		return out, fmt.Errorf("S3 credentials Secret %s: %w", t.CredentialsSecret, err)
+	}
+	out.AccessKeyID, out.SecretAccessKey = string(s.Data["accessKeyID"]), string(s.Data["secretAccessKey"])
+	if out.AccessKeyID == "" || out.SecretAccessKey == "" {
+		return out, fmt.Errorf("S3 credentials Secret %s needs the keys accessKeyID and secretAccessKey", t.CredentialsSecret)
+	}
+	if t.CASecret != "" {
+		ca := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.CASecret}, ca); err != nil {
+			return out, fmt.Errorf("S3 CA Secret %s: %w", t.CASecret, err)
+		}
+		if out.CA = ca.Data["ca.crt"]; len(out.CA) == 0 {
+			return out, fmt.Errorf("S3 CA Secret %s has no key ca.crt", t.CASecret)
+		}
+	}
+	return out, nil
+}
+
+// updateBackup writes a CacheBackup's status on a fresh read, retrying
+// conflicts.
+func (r *Reconciler) updateBackup(ctx context.Context, key types.NamespacedName, mutate func(*cachev1alpha1.CacheBackup)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := &cachev1alpha1.CacheBackup{}
+		if err := r.APIReader.Get(ctx, key, b); err != nil {
+			return err
+		}
+		mutate(b)
+		return r.Client.Status().Update(ctx, b)
+	})
+}
+
+// startBackup begins one attempt: the CacheBackup turns Running and a
+// goroutine streams the dump; its end is written to the CacheBackup, whose
+// change wakes the cluster's reconcile.
+func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
+	log := ctrl.LoggerFrom(ctx)
+	name := cc.Status.Operation.Backup
+	key := types.NamespacedName{Namespace: cc.Namespace, Name: name}
+	cb := &cachev1alpha1.CacheBackup{}
+	if err := r.APIReader.Get(ctx, key, cb); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(cb, cc) {
+		// Adopt a CacheBackup made without an owner (kubectl apply), so it
+		// is part of the cluster's history and goes with it.
+		patch := client.MergeFrom(cb.DeepCopy())
+		if err := controllerutil.SetControllerReference(cc, cb, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Patch(ctx, cb, patch); err != nil {
+			return err
+		}
+	}
+	fail := func(msg string) error {
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s failed: %s", name, msg)
+		return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+			now := metav1.NewTime(r.now())
+			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
+		})
+	}
+	if cb.Status.Attempts >= maxBackupAttempts {
+		return fail(fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
+	}
+	if cc.Spec.Backup.S3 == nil {
+		return fail("the cluster has no backup target: set spec.backup.s3")
+	}
+	spec := *cc.Spec.Backup.S3
+	target, err := r.s3Target(ctx, cc.Namespace, spec)
+	if err != nil {
+		return fail(err.Error())
+	}
+	store, err := backup.NewStore(target)
+	if err != nil {
+		return fail(err.Error())
+	}
+	src, _ := snap.pod(a.Pod)
+	objectKey := backup.ObjectKey(spec.Prefix, cc.Namespace, cc.Name, name)
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	if !r.backups.add(key, cc.Name, cancel) {
+		cancel(nil)
+		return nil
+	}
+	start := r.now()
+	attempt := cb.Status.Attempts + 1
+	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+		t := metav1.NewTime(start)
+		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, attempt, a.Pod, &t, nil
+		b.Status.Scheduled = b.Labels[LabelScheduled] == "true"
+		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to s3://%s/%s", a.Pod, spec.Bucket, objectKey)
+	}); err != nil {
+		r.backups.done(key)
+		cancel(nil)
+		return err
+	}
+	log.Info("Backup started", "backup", name, "source", a.Pod, "attempt", attempt, "key", objectKey)
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s to s3://%s/%s", name, attempt, a.Pod, spec.Bucket, objectKey)
+
+	clusterKey := client.ObjectKeyFromObject(cc)
+	ref := cc.DeepCopy()
+	go func() {
+		defer r.backups.done(key)
+		defer cancel(nil)
+		res, err := backup.Take(runCtx, backup.Source{Addr: net.JoinHostPort(src.IP, "6379"), Password: pw, Timeout: 30 * time.Second},
+			func(ctx context.Context, rd io.Reader, size int64) error { return store.Put(ctx, objectKey, rd, size) })
+		end := r.now()
+		if err == nil {
+			err = store.PutMetadata(runCtx, objectKey, backup.Metadata{
+				Cluster: cc.Name, Namespace: cc.Namespace, Backup: name, SourcePod: a.Pod,
+				RedisVersion: res.Header.RedisVersion, RDBVersion: res.Header.RDBVersion, ReplicationOffset: res.Header.ReplicationOffset,
+				DB: res.Header.DB, Keys: res.Header.Keys, ExpiringKeys: res.Header.ExpiringKeys,
+				Size: res.Size, Checksum: res.Checksum, StartTime: start.UTC(), EndTime: end.UTC(),
+			})
+		}
+		bg := context.Background()
+		if err != nil {
+			r.backupFailed(bg, ref, key, attempt, runCtx, err)
+			return
+		}
+		took := end.Sub(start).Round(time.Millisecond)
+		if uerr := r.updateBackup(bg, key, func(b *cachev1alpha1.CacheBackup) {
+			t := metav1.NewTime(end)
+			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupCompleted, "", &t
+			b.Status.Location = &cachev1alpha1.BackupLocation{S3Target: spec, Key: objectKey}
+			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
+			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
+			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
+		}); uerr != nil {
+			ctrl.Log.WithName(ControllerName).Error(uerr, "Recording a completed backup", "backup", key)
+			return
+		}
+		ctrl.Log.WithName(ControllerName).Info("Backup completed", "backup", key, "bytes", res.Size, "keys", res.Header.Keys, "duration", took.String())
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupCompleted, "Backup",
+			"Backup %s: %d keys, %d bytes from %s in %s (%s)", name, res.Header.Keys, res.Size, a.Pod, took, res.Checksum)
+		if err := r.recordSuccess(bg, clusterKey, name, end); err != nil {
+			ctrl.Log.WithName(ControllerName).Error(err, "Recording the last successful backup", "cluster", clusterKey)
+		}
+		if err := r.applyRetention(bg, clusterKey); err != nil {
+			ctrl.Log.WithName(ControllerName).Error(err, "Applying backup retention", "cluster", clusterKey)
+		}
+	}()
+	return nil
+}
+
+// backupFailed records a failed or aborted attempt: Pending again (it is
+// retried) until the attempts run out.
+func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, attempt int32, runCtx context.Context, err error) {
+	log := ctrl.Log.WithName(ControllerName)
+	aborted := errors.Is(context.Cause(runCtx), errFailover)
+	phase, msg := cachev1alpha1.BackupPending, fmt.Sprintf("attempt %d failed: %v; retried", attempt, err)
+	if aborted {
+		msg = fmt.Sprintf("attempt %d aborted: %v; taken again after it", attempt, context.Cause(runCtx))
+	} else if attempt >= maxBackupAttempts {
+		phase, msg = cachev1alpha1.BackupFailed, fmt.Sprintf("attempt %d failed: %v; giving up", attempt, err)
+	}
+	log.Info("Backup attempt did not complete", "backup", key, "attempt", attempt, "aborted", aborted, "error", err.Error())
+	switch {
+	case aborted:
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupAborted, "Backup", "Backup %s: %s", key.Name, msg)
+	case phase == cachev1alpha1.BackupFailed:
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s: %s", key.Name, msg)
+	}
+	if uerr := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+		t := metav1.NewTime(r.now())
+		b.Status.Phase, b.Status.Message, b.Status.CompletionTime = phase, msg, &t
+	}); uerr != nil && !apierrors.IsNotFound(uerr) {
+		log.Error(uerr, "Recording a failed backup", "backup", key)
+	}
+}
+
+// recordSuccess notes the newest completed backup in the cluster's status.
+func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.NamespacedName, name string, at time.Time) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cc := &cachev1alpha1.CacheCluster{}
+		if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			b := &cachev1alpha1.BackupStatus{}
+			if st.Backup != nil {
+				b = st.Backup.DeepCopy()
+			}
+			t := metav1.NewTime(at)
+			b.LastSuccessfulBackup, b.LastSuccessfulTime = name, &t
+			st.Backup = b
+		})
+	})
+}
+
+// applyRetention removes the completed backups beyond spec.backup.retention
+// (count, age), stored dump first, then its CacheBackup. The newest
+// completed backup always stays.
+func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.NamespacedName) error {
+	cc := &cachev1alpha1.CacheCluster{}
+	if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	ret := cc.Spec.Backup.Retention
+	if ret == nil {
+		return nil
+	}
+	backups, err := r.clusterBackups(ctx, cc)
+	if err != nil {
+		return err
+	}
+	var done []cachev1alpha1.CacheBackup
+	for _, b := range backups {
+		if b.Status.Phase == cachev1alpha1.BackupCompleted && b.Status.CompletionTime != nil && b.Status.Location != nil {
+			done = append(done, b)
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return done[j].Status.CompletionTime.Before(done[i].Status.CompletionTime) })
+	var errs []error
+	for i, b := range done {
+		if i == 0 {
+			continue // the last successful backup is never removed
+		}
+		byCount := ret.Count != nil && i >= int(*ret.Count)
+		byAge := ret.MaxAge != nil && r.now().Sub(b.Status.CompletionTime.Time) > ret.MaxAge.Duration
+		if !byCount && !byAge {
+			continue
+		}
+		why := fmt.Sprintf("retention keeps %d", ptrOr(ret.Count, 0))
+		if byAge {
+			why = "older than " + ret.MaxAge.Duration.String()
+		}
+		if err := r.deleteStored(ctx, cc.Namespace, *b.Status.Location); err != nil {
+			errs = append(errs, fmt.Errorf("backup %s: %w", b.Name, err))
+			continue
+		}
+		if err := r.Client.Delete(ctx, &b); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupPruned, "Retention", "Removed backup %s and s3://%s/%s (%s)", b.Name, b.Status.Location.Bucket, b.Status.Location.Key, why)
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) deleteStored(ctx context.Context, ns string, loc cachev1alpha1.BackupLocation) error {
+	t, err := r.s3Target(ctx, ns, loc.S3Target)
+	if err != nil {
+		return err
+	}
+	store, err := backup.NewStore(t)
+	if err != nil {
+		return err
+	}
+	return store.Delete(ctx, loc.Key)
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// schedule creates the CacheBackup the schedule asks for, once per due
+// time (after an outage, one for the latest missed time), and tells when
+// the next is due.
+func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster) (time.Duration, error) {
+	bs := cc.Spec.Backup
+	if !bs.Enabled || bs.S3 == nil {
+		return 0, nil
+	}
+	sched, err := backup.ParseSchedule(bs.Schedule)
+	if err != nil {
+		return 0, nil // day-one reports it as Stalled
+	}
+	last := cc.CreationTimestamp.Time
+	if cc.Status.Backup != nil && cc.Status.Backup.LastScheduleTime != nil {
+		last = cc.Status.Backup.LastScheduleTime.Time
+	}
+	now := r.now()
+	var due time.Time
+	for next := sched.Next(last); !next.After(now); next = sched.Next(next) {
+		due = next
+	}
+	if due.IsZero() {
+		return sched.Next(last).Sub(now), nil
+	}
+	name := fmt.Sprintf("%s-%s", cc.Name, due.UTC().Format("20060102150405"))
+	cb := &cachev1alpha1.CacheBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cc.Namespace, Labels: map[string]string{
+			cachev1alpha1.LabelCluster: cc.Name, LabelScheduled: "true",
+		}},
+		Spec: cachev1alpha1.CacheBackupSpec{Cluster: cc.Name},
+	}
+	if err := controllerutil.SetControllerReference(cc, cb, r.Client.Scheme()); err != nil {
+		return 0, err
+	}
+	if err := r.Client.Create(ctx, cb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return 0, err
+	}
+	if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+		b := &cachev1alpha1.BackupStatus{}
+		if st.Backup != nil {
+			b = st.Backup.DeepCopy()
+		}
+		t := metav1.NewTime(due)
+		b.LastScheduleTime = &t
+		st.Backup = b
+	}); err != nil {
+		return 0, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Scheduled backup created", "backup", name, "due", due)
+	return sched.Next(due).Sub(now), nil
+}
+
+// verifyRestore compares the restored master's key count with the dump's
+// metadata and records the Restored condition. Keys with a time to live
+// that passed since the backup are dropped while loading, so the count may
+// be lower by at most the dump's expiring keys.
+func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, master PodState, pw string) error {
+	loc := renderer.RestoreLocation(cc)
+	if loc == nil || meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil {
+		return nil
+	}
+	cond := metav1.Condition{Type: cachev1alpha1.ConditionRestored, ObservedGeneration: cc.Generation}
+	m, err := r.restoreMetadata(ctx, cc.Namespace, *loc)
+	var keys int64
+	if err == nil {
+		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
+	}
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
+		cond.Message = fmt.Sprintf("could not verify the restore of %s: %v", loc.Key, err)
+	case keys <= m.Keys && keys >= m.Keys-m.ExpiringKeys:
+		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d from s3://%s/%s (backup: %d keys, %d with a time to live; checksum %s checked when downloaded)",
+			master.Name, keys, m.DB, loc.Bucket, loc.Key, m.Keys, m.ExpiringKeys, m.Checksum)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d, the backup s3://%s/%s has %d (%d with a time to live): the pods did not load the dump as stored",
+			master.Name, keys, m.DB, loc.Bucket, loc.Key, m.Keys, m.ExpiringKeys)
+	}
+	typ := corev1.EventTypeNormal
+	if cond.Status != metav1.ConditionTrue {
+		typ = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(cc, nil, typ, cachev1alpha1.EventRestored, "Restore", "%s", cond.Message)
+	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { meta.SetStatusCondition(&st.Conditions, cond) })
+}
+
+func (r *Reconciler) restoreMetadata(ctx context.Context, ns string, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {
+	t, err := r.s3Target(ctx, ns, loc.S3Target)
+	if err != nil {
+		return backup.Metadata{}, err
+	}
+	store, err := backup.NewStore(t)
+	if err != nil {
+		return backup.Metadata{}, err
+	}
+	return store.Metadata(ctx, loc.Key)
+}
+
+// dbKeys is the number of keys in one database of a pod's Redis.
+func dbKeys(ctx context.Context, ip, pw string, db int64) (int64, error) {
+	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: pw, MaxRetries: -1, DialTimeout: 5 * time.Second})
+	defer rc.Close()
+	info, err := rc.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return 0, err
+	}
+	prefix := fmt.Sprintf("db%d:keys=", db)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			return strconv.ParseInt(n, 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// backupsOf maps a CacheBackup to its cluster.
+func backupsOf(_ context.Context, o client.Object) []reconcile.Request {
+	b, ok := o.(*cachev1alpha1.CacheBackup)
+	if !ok || b.Spec.Cluster == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.Cluster}}}
+}
