@@ -2,9 +2,9 @@ package daytwo
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
