@@ -41,6 +41,7 @@ func TestKstatusAgreesWithTheHealthCheck(t *testing.T) {
 		{"captured-upgrading-with-queued-change.yaml", status.InProgressStatus},
 		{"captured-stalled-precheck-failed.yaml", status.FailedStatus},
 		{"captured-stalled-rolled-back.yaml", status.FailedStatus},
+		{"captured-backup-running.yaml", status.CurrentStatus},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

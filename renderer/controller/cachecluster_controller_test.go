@@ -429,3 +429,51 @@ func patchCC(g Gomega, cc *cachev1alpha1.CacheCluster, mutate func(*cachev1alpha
 	g.Expect(k8s.Patch(context.Background(), got, patch)).To(Succeed())
 	return got
 }
+
+// A backup schedule CEL lets through but cron refuses, and a restore from a
+// CacheBackup that has not completed, stall the cluster before anything is
+// applied; a completed one is resolved into status.restoreFrom and rendered
+// as the restore init container.
+func TestBackupScheduleAndRestoreSourceStall(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Backup = cachev1alpha1.BackupSpec{Enabled: true, Schedule: "61 * * * *", S3: &cachev1alpha1.S3Target{Endpoint: "s3.example.com", Bucket: "bkp", CredentialsSecret: "s3"}}
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		stalled := condition(getCC(g, cc), cachev1alpha1.ConditionStalled)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(cachev1alpha1.ReasonInvalidBackupSchedule))
+		g.Expect(stalled.Message).To(ContainSubstring(`backup.schedule "61 * * * *"`))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(cc), &appsv1.StatefulSet{}))).To(BeTrue())
+
+	restored := loadExample(t, "basic", ns)
+	restored.Name = "restored"
+	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: "basic-1"}
+	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		stalled := condition(getCC(g, restored), cachev1alpha1.ConditionStalled)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(cachev1alpha1.ReasonRestoreSourceNotReady))
+		g.Expect(stalled.Message).To(ContainSubstring(`no CacheBackup "basic-1"`))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(restored), &appsv1.StatefulSet{}))).To(BeTrue())
+
+	cb := &cachev1alpha1.CacheBackup{ObjectMeta: metav1.ObjectMeta{Name: "basic-1", Namespace: ns}, Spec: cachev1alpha1.CacheBackupSpec{Cluster: "basic"}}
+	g.Expect(k8s.Create(ctx, cb)).To(Succeed())
+	loc := &cachev1alpha1.BackupLocation{S3Target: *cc.Spec.Backup.S3, Key: "ns/basic/basic-1.rdb"}
+	cb.Status = cachev1alpha1.CacheBackupStatus{Phase: cachev1alpha1.BackupCompleted, Location: loc}
+	g.Expect(k8s.Status().Update(ctx, cb)).To(Succeed())
+	poke(g, restored)
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, restored)
+		g.Expect(condition(got, cachev1alpha1.ConditionStalled)).To(BeNil())
+		g.Expect(got.Status.RestoreFrom).To(Equal(loc))
+		sts := &appsv1.StatefulSet{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(restored), sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
+		g.Expect(sts.Spec.Template.Spec.InitContainers[0].Args).To(ContainElement("--key=ns/basic/basic-1.rdb"))
+	}, timeout, interval).Should(Succeed())
+}

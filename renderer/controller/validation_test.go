@@ -41,6 +41,11 @@ func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
 		{"backup without schedule", "version: '7.0.15'\nbackup: {enabled: true}", `backup.schedule is required when backup.enabled is true`},
 		{"backup schedule not cron", "version: '7.0.15'\nbackup: {enabled: true, schedule: every day}", `backup.schedule must be a cron expression with five fields`},
 		{"empty retention", "version: '7.0.15'\nbackup: {retention: {}}", `backup.retention needs count, maxAge or both`},
+		{"backup enabled without a target", "version: '7.0.15'\nbackup: {enabled: true, schedule: '@daily'}", `backup.enabled needs a target: set backup.s3`},
+		{"s3 endpoint as a URL", "version: '7.0.15'\nbackup: {s3: {endpoint: 'https://s3.example.com/', bucket: b1b, credentialsSecret: c}}", `spec.backup.s3.endpoint in body should match`},
+		{"s3 prefix with ..", "version: '7.0.15'\nbackup: {s3: {endpoint: s3.example.com, bucket: b1b, prefix: '../x', credentialsSecret: c}}", `backup.s3.prefix must not start with / or contain ..`},
+		{"restore from both", "version: '7.0.15'\nrestore: {backup: b, key: k, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `restore needs exactly one of backup (a CacheBackup name) or key`},
+		{"restore key without bucket", "version: '7.0.15'\nrestore: {key: k}", `restore.key needs restore.s3`},
 		{"bad secret name", "version: '7.0.15'\nauth: {secretRef: {name: My_Secret}}", `spec.auth.secretRef.name in body should match`},
 	}
 	for _, tt := range tests {
@@ -83,4 +88,29 @@ func TestAdmissionKeepsStorageClassImmutable(t *testing.T) {
 		To(MatchError(ContainSubstring("storage.className is immutable")))
 	// Other storage fields may change.
 	g.Expect(change(func(c *cachev1alpha1.CacheCluster) { c.Spec.Storage.RetainOnDelete = true })).To(Succeed())
+}
+
+func TestAdmissionKeepsRestoreImmutable(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	plain := loadExample(t, "basic", ns)
+	plain.Spec.Paused = true
+	g.Expect(k8s.Create(ctx, plain)).To(Succeed())
+	restored := loadExample(t, "basic", ns)
+	restored.Name, restored.Spec.Paused = "restored", true
+	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: "basic-1"}
+	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
+
+	change := func(cc *cachev1alpha1.CacheCluster, mutate func(*cachev1alpha1.CacheCluster)) error {
+		got := getCC(g, cc)
+		patch := client.MergeFrom(got.DeepCopy())
+		mutate(got)
+		return k8s.Patch(ctx, got, patch)
+	}
+	const msg = "spec.restore is immutable"
+	g.Expect(change(plain, func(c *cachev1alpha1.CacheCluster) { c.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: "x"} })).To(MatchError(ContainSubstring(msg)))
+	g.Expect(change(restored, func(c *cachev1alpha1.CacheCluster) { c.Spec.Restore.Backup = "basic-2" })).To(MatchError(ContainSubstring(msg)))
+	g.Expect(change(restored, func(c *cachev1alpha1.CacheCluster) { c.Spec.Restore = nil })).To(MatchError(ContainSubstring(msg)))
+	g.Expect(change(restored, func(c *cachev1alpha1.CacheCluster) { c.Spec.Replicas = ptr.To[int32](2) })).To(Succeed())
 }

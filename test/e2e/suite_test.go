@@ -22,6 +22,7 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/test/cluster"
+	"github.com/cacheops/cacheops/test/s3server"
 )
 
 // Limits of the suite, in one place. They bound waits; nothing asserts
@@ -42,6 +43,8 @@ var (
 	stateDir   string
 	managerBin string
 	cliBin     string
+	// s3 is the S3 server backups go to.
+	s3 *s3server.Server
 	env        *cluster.Cluster
 	k8s        client.Client
 	scheme     = kruntime.NewScheme()
@@ -131,6 +134,12 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		s3, err = s3server.Start(binDir, filepath.Join(dir, "s3"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: starting the S3 server:", err)
+			return 1
+		}
+		defer s3.Stop()
 		if err := startManager(managerBin, dir); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1

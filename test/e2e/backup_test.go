@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/backup"
+)
+
+// backupTarget gives a namespace the S3 credentials Secret and a bucket on
+// the suite's S3 server, reached by the operator and the pods alike at the
+// pod network's gateway.
+func backupTarget(g Gomega, ns, bucket string) (*cachev1alpha1.S3Target, *backup.Store) {
+	ctx := context.Background()
+	g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: ns},
+		StringData: map[string]string{"accessKeyID": s3.AccessKeyID, "secretAccessKey": s3.SecretAccessKey},
+	})).To(Succeed())
+	target := &cachev1alpha1.S3Target{
+		Endpoint: s3.Endpoint(env.Gateway()), Bucket: bucket, Prefix: "e2e/",
+		CredentialsSecret: "s3-credentials", Insecure: true,
+	}
+	store, err := backup.NewStore(backup.Target{Endpoint: target.Endpoint, Bucket: bucket, AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey, Insecure: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(store.EnsureBucket(ctx)).To(Succeed())
+	return target, store
+}
+
+var createdBackup = regexp.MustCompile(`cachebackup/(\S+) created`)
+
+// backupNow runs `kubectl cache backup` and returns the CacheBackup's name.
+func backupNow(g Gomega, ns, cluster string, args ...string) string {
+	out := kubectlCache(g, append([]string{"backup", cluster, "-n", ns}, args...)...)
+	m := createdBackup.FindStringSubmatch(out)
+	g.Expect(m).NotTo(BeNil(), out)
+	return m[1]
+}
+
+func getBackup(g Gomega, ns, name string) *cachev1alpha1.CacheBackup {
+	cb := &cachev1alpha1.CacheBackup{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cb)).To(Succeed())
+	return cb
+}
+
+func condition(g Gomega, ns, name, typ string) *metav1.Condition {
+	cc := &cachev1alpha1.CacheCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc)).To(Succeed())
+	return meta.FindStatusCondition(cc.Status.Conditions, typ)
+}
+
+// A backup taken while a client writes, one taken after, a restore of the
+// second into a new cluster with every acknowledged write, retention of
+// scheduled backups, and a disaster recovery from the bucket alone after
+// the source cluster and its history are deleted.
+func TestBackupAndRestore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-backup"
+	newNamespace(t, ns)
+	target, store := backupTarget(g, ns, "backups")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Backup.S3 = target
+	cc.Spec.Backup.Retention = &cachev1alpha1.BackupRetention{Count: ptr.To[int32](2)}
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 200))
+
+	// On demand, while the client writes.
+	first := backupNow(g, ns, "basic", "--wait=2m")
+	cb1 := getBackup(g, ns, first)
+	g.Expect(cb1.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted))
+	g.Expect(cb1.Status.Keys).To(BeNumerically(">", 0))
+	g.Expect(cb1.Status.Checksum).To(HavePrefix("sha256:"))
+	g.Expect(cb1.Status.SourcePod).NotTo(Equal(before.Status.CurrentMaster), "taken from a replica")
+	g.Expect(cb1.Status.Location.Key).To(Equal("e2e/e2e-backup/basic/" + first + ".rdb"))
+	g.Expect(metav1.IsControlledBy(cb1, before)).To(BeTrue(), "owned by its cluster")
+	m1, err := store.Metadata(ctx, cb1.Status.Location.Key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m1.Keys).To(Equal(cb1.Status.Keys))
+	g.Expect(m1.Checksum).To(Equal(cb1.Status.Checksum))
+	t.Logf("backup under load: %d keys, %d bytes from %s", cb1.Status.Keys, cb1.Status.Size, cb1.Status.SourcePod)
+
+	// Writes stopped and replicated: the next backup holds every
+	// acknowledged write.
+	w.Stop()
+	master := pod(g, ns, before.Status.CurrentMaster)
+	mc := redisAt(master.Status.PodIP, pw)
+	defer mc.Close()
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	second := backupNow(g, ns, "basic", "--wait=2m")
+	cb2 := getBackup(g, ns, second)
+	g.Expect(cb2.Status.Keys).To(Equal(mc.DBSize(ctx).Val()))
+
+	// Restore into a new cluster.
+	restored := loadExample(t, "basic", ns)
+	restored.Name = "restored"
+	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: second}
+	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
+	waitReplicating(g, restored)
+	g.Eventually(func(g Gomega) {
+		c := condition(g, ns, "restored", cachev1alpha1.ConditionRestored)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	t.Logf("Restored: %s", condition(g, ns, "restored", cachev1alpha1.ConditionRestored).Message)
+	copyOf := &workload{ns: ns, cluster: "restored", password: password(g, ns, "restored"), acked: w.acked}
+	checked, lost := copyOf.Verify(g)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing from the restored cluster")
+	t.Logf("%d acknowledged writes found in the restored cluster", checked)
+
+	// spec.restore is fixed at creation.
+	err = k8s.Patch(ctx, restored, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restore":{"backup":"`+first+`"}}}`)))
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.restore is immutable"))
+
+	// Scheduled backups; retention keeps two and removes the first one's
+	// file with its object.
+	g.Expect(k8s.Patch(ctx, before, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backup":{"enabled":true,"schedule":"@every 5s"}}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		list := &cachev1alpha1.CacheBackupList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		var scheduled, completed int
+		for _, b := range list.Items {
+			if b.Status.Phase == cachev1alpha1.BackupCompleted {
+				completed++
+				if b.Status.Scheduled {
+					scheduled++
+				}
+			}
+		}
+		g.Expect(scheduled).To(BeNumerically(">=", 1))
+		g.Expect(completed).To(BeNumerically("<=", 2))
+		g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &cachev1alpha1.CacheBackup{}))).To(BeTrue(), "the oldest backup is removed")
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	_, err = store.Metadata(ctx, cb1.Status.Location.Key)
+	g.Expect(err).To(HaveOccurred(), "retention removes the stored file too")
+	g.Expect(k8s.Patch(ctx, before, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backup":{"enabled":false}}}`)))).To(Succeed())
+	reasons := eventsByReason(g, ns)
+	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventBackupPruned))
+	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventBackupCompleted))
+
+	// Disaster: the cluster and its history are gone; the bucket is not.
+	// Wait for the newest backup to settle first.
+	var newest *cachev1alpha1.CacheBackup
+	g.Eventually(func(g Gomega) {
+		list := &cachev1alpha1.CacheBackupList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		newest = nil
+		for i, b := range list.Items {
+			g.Expect(b.Status.Phase).To(BeElementOf(cachev1alpha1.BackupCompleted, cachev1alpha1.BackupFailed), b.Name)
+			if b.Status.Phase == cachev1alpha1.BackupCompleted && (newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime)) {
+				newest = &list.Items[i]
+			}
+		}
+		g.Expect(newest).NotTo(BeNil())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	key := newest.Status.Location.Key
+	g.Expect(k8s.Delete(ctx, before)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(newest), &cachev1alpha1.CacheBackup{}))
+	}, limits.PodRestart, limits.Poll).Should(BeTrue(), "the history goes with its cluster")
+	dr := loadExample(t, "basic", ns)
+	dr.Name = "dr"
+	dr.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: key, S3: target}
+	g.Expect(k8s.Create(ctx, dr)).To(Succeed())
+	waitReplicating(g, dr)
+	g.Eventually(func(g Gomega) {
+		c := condition(g, ns, "dr", cachev1alpha1.ConditionRestored)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	fromBucket := &workload{ns: ns, cluster: "dr", password: password(g, ns, "dr"), acked: w.acked}
+	_, lost = fromBucket.Verify(g)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing after the disaster recovery")
+}
+
+// A failover that starts while a backup streams aborts the backup; it is
+// taken again from a replica of the new master once the failover is done.
+// The source is slowed down (rdb-key-save-delay) so the stream lasts long
+// enough to be cut.
+func TestFailoverAbortsABackupThatIsRetried(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-backup-fo"
+	newNamespace(t, ns)
+	target, _ := backupTarget(g, ns, "failover")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	cc.Spec.Backup.S3 = target
+	cc.Spec.Config = map[string]cachev1alpha1.ConfigValue{"rdb-key-save-delay": "2000"} // µs per key
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	mc := redisAt(pod(g, ns, before.Status.CurrentMaster).Status.PodIP, pw)
+	pipe := mc.Pipeline()
+	for i := range 3000 {
+		pipe.Set(ctx, fmt.Sprintf("preload:%d", i), i, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2))
+	mc.Close()
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	name := backupNow(g, ns, "basic")
+	g.Eventually(func(g Gomega) {
+		g.Expect(getBackup(g, ns, name).Status.Phase).To(Equal(cachev1alpha1.BackupRunning))
+		live := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), live)).To(Succeed())
+		g.Expect(live.Status.Phase).To(Equal(cachev1alpha1.PhaseBackupRunning))
+		g.Expect(meta.IsStatusConditionTrue(live.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeTrue(), "a backup does not make the cluster unready")
+	}, limits.PodRestart, 20*time.Millisecond).Should(Succeed())
+	capture(g, cc, "backup-running")
+
+	master := before.Status.CurrentMaster
+	g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		live := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), live)).To(Succeed())
+		g.Expect(live.Status.CurrentMaster).NotTo(Equal(master))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		cb := getBackup(g, ns, name)
+		g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted), cb.Status.Message)
+	}, 3*limits.PodRestart, limits.Poll).Should(Succeed())
+	cb := getBackup(g, ns, name)
+	g.Expect(cb.Status.Attempts).To(BeNumerically(">=", 2), "the aborted attempt and the one that completed")
+	g.Expect(cb.Status.Keys).To(BeNumerically(">=", 3000))
+	aborted := eventsByReason(g, ns)[cachev1alpha1.EventBackupAborted]
+	g.Expect(aborted).NotTo(BeEmpty())
+	g.Expect(aborted[0].Message).To(ContainSubstring("failover"))
+	t.Logf("backup %s completed after %d attempts from %s (%d keys)", name, cb.Status.Attempts, cb.Status.SourcePod, cb.Status.Keys)
+	w.finish(t, g, masters)
+}
