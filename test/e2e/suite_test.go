@@ -44,13 +44,13 @@ var (
 	managerBin string
 	cliBin     string
 	// s3 is the S3 server backups go to.
-	s3 *s3server.Server
-	env        *cluster.Cluster
-	k8s        client.Client
-	scheme     = kruntime.NewScheme()
-	repo       string
-	binDir     string
-	manager    *exec.Cmd
+	s3      *s3server.Server
+	env     *cluster.Cluster
+	k8s     client.Client
+	scheme  = kruntime.NewScheme()
+	repo    string
+	binDir  string
+	manager *exec.Cmd
 )
 
 func TestMain(m *testing.M) {
