@@ -363,6 +363,11 @@ func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCl
 	}); uerr != nil && !apierrors.IsNotFound(uerr) {
 		log.Error(uerr, "Recording a failed backup", "backup", key)
 	}
+	if phase == cachev1alpha1.BackupFailed {
+		if err := r.applyRetention(ctx, client.ObjectKeyFromObject(cc)); err != nil {
+			log.Error(err, "Applying backup retention", "cluster", client.ObjectKeyFromObject(cc))
+		}
+	}
 }
 
 // recordSuccess notes the newest completed backup in the cluster's status.
@@ -400,14 +405,30 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 	if err != nil {
 		return err
 	}
-	var done []cachev1alpha1.CacheBackup
+	var done, failed []cachev1alpha1.CacheBackup
 	for _, b := range backups {
-		if b.Status.Phase == cachev1alpha1.BackupCompleted && b.Status.CompletionTime != nil && b.Status.Location != nil {
+		switch {
+		case b.Status.CompletionTime == nil:
+		case b.Status.Phase == cachev1alpha1.BackupCompleted && b.Status.Location != nil:
 			done = append(done, b)
+		case b.Status.Phase == cachev1alpha1.BackupFailed:
+			failed = append(failed, b)
 		}
 	}
-	sort.Slice(done, func(i, j int) bool { return done[j].Status.CompletionTime.Before(done[i].Status.CompletionTime) })
+	newestFirst := func(l []cachev1alpha1.CacheBackup) {
+		sort.Slice(l, func(i, j int) bool { return l[j].Status.CompletionTime.Before(l[i].Status.CompletionTime) })
+	}
+	newestFirst(done)
+	newestFirst(failed)
 	var errs []error
+	// Failed backups stored nothing; the same rules bound their records.
+	for i, b := range failed {
+		if (ret.Count != nil && i >= int(*ret.Count)) || (ret.MaxAge != nil && r.now().Sub(b.Status.CompletionTime.Time) > ret.MaxAge.Duration) {
+			if err := r.Client.Delete(ctx, &b); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for i, b := range done {
 		if i == 0 {
 			continue // the last successful backup is never removed

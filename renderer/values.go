@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -132,6 +133,11 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 			"insecure":          loc.Insecure,
 			"credentialsSecret": loc.CredentialsSecret,
 			"caSecret":          loc.CASecret,
+			// Once day-two has checked the restored master, new pods
+			// (scale-up, a lost volume) get their data by replication:
+			// the init container skips the download, so a dump removed
+			// from the bucket later does not keep them from starting.
+			"done": meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil,
 		}
 	} else if cc.Spec.Restore != nil {
 		return nil, fmt.Errorf("spec.restore.backup %q is not resolved to a stored dump yet", cc.Spec.Restore.Backup)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/cacheops/cacheops/dayTwo/backup"
@@ -17,7 +18,7 @@ import (
 func restore(args []string) int {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	var t backup.Target
-	var key, dataDir, caFile string
+	var key, dataDir, caFile, stateFile string
 	fs.StringVar(&t.Endpoint, "endpoint", "", "S3 endpoint, host[:port].")
 	fs.StringVar(&t.Bucket, "bucket", "", "Bucket that holds the dump.")
 	fs.StringVar(&t.Region, "region", "", "Region of the bucket.")
@@ -25,8 +26,15 @@ func restore(args []string) int {
 	fs.StringVar(&caFile, "ca-file", "", "PEM file with the CA of the endpoint's certificate.")
 	fs.StringVar(&key, "key", "", "Object key of the dump.")
 	fs.StringVar(&dataDir, "data-dir", "/data", "Redis data directory.")
+	fs.StringVar(&stateFile, "state-file", "", "File whose content \"done\" means the cluster was restored already: new pods get their data by replication.")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if stateFile != "" {
+		if b, err := os.ReadFile(stateFile); err == nil && strings.TrimSpace(string(b)) == "done" {
+			fmt.Fprintln(os.Stderr, "restore: the cluster was restored already; this pod gets its data by replication")
+			return 0
+		}
 	}
 	t.AccessKeyID, t.SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	if t.Endpoint == "" || t.Bucket == "" || key == "" {

@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
@@ -295,7 +296,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				o, ok1 := e.ObjectOld.(*cachev1alpha1.CacheCluster)
 				n, ok2 := e.ObjectNew.(*cachev1alpha1.CacheCluster)
 				return ok1 && ok2 && (!equality.Semantic.DeepEqual(o.Status.Rollout, n.Status.Rollout) ||
-					!equality.Semantic.DeepEqual(o.Status.Operation, n.Status.Operation))
+					!equality.Semantic.DeepEqual(o.Status.Operation, n.Status.Operation) ||
+					// A restore checked: the pods stop downloading it.
+					(meta.FindStatusCondition(o.Status.Conditions, cachev1alpha1.ConditionRestored) == nil) !=
+						(meta.FindStatusCondition(n.Status.Conditions, cachev1alpha1.ConditionRestored) == nil))
 			}},
 			// Deletion sets a timestamp; let it through even if a
 			// generation did not change.

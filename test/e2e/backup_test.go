@@ -189,6 +189,24 @@ func TestBackupAndRestore(t *testing.T) {
 	fromBucket := &workload{ns: ns, cluster: "dr", password: password(g, ns, "dr"), acked: w.acked}
 	_, lost = fromBucket.Verify(g)
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing after the disaster recovery")
+
+	// Restored once is enough: with the dump gone from the bucket, a pod
+	// added later starts and gets its data by replication.
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dr-restore"}, cm)).To(Succeed())
+		g.Expect(cm.Data["state"]).To(Equal("done"))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(store.Delete(ctx, key)).To(Succeed())
+	g.Expect(k8s.Patch(ctx, dr, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":4}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		live := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dr), live)).To(Succeed())
+		g.Expect(live.Status.ReadyReplicas).To(BeEquivalentTo(4))
+		g.Expect(live.Status.Operation).To(BeNil())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	_, lost = fromBucket.Verify(g)
+	g.Expect(lost).To(BeEmpty())
 }
 
 // A failover that starts while a backup streams aborts the backup; it is
