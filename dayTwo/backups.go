@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,8 +30,18 @@ import (
 	"github.com/cacheops/cacheops/renderer"
 )
 
-// ActionRunBackup starts streaming a dump of Pod to the backup target.
-const ActionRunBackup ActionType = "RunBackup"
+const (
+	// ActionRunBackup starts streaming a dump of Pod to the backup target.
+	ActionRunBackup ActionType = "RunBackup"
+	// ActionVerifyRestore compares the restored master's keys with the
+	// backup's metadata and records the Restored condition.
+	ActionVerifyRestore ActionType = "VerifyRestore"
+)
+
+// verifyRetryFor is how long errors reading a restored backup's metadata
+// are retried before the restore is recorded as unverified (the master
+// label, and so client traffic, waits meanwhile).
+const verifyRetryFor = 2 * time.Minute
 
 const (
 	// maxBackupAttempts bounds the starts of one CacheBackup; aborts by a
@@ -70,7 +81,16 @@ func planBackup(s Snapshot) Action {
 		return Action{Type: ActionCompleteOperation, Reason: "backup " + b.Name + " " + strings.ToLower(string(b.Phase))}
 	case b.Running:
 		return Action{Type: ActionWait, Reason: "backup " + b.Name + " is streaming"}
-	case s.Now.Before(b.RetryAt):
+	}
+	// Not streaming: a change from git goes first (it may be what the
+	// backup waits for, e.g. a fix for a replica that cannot start); the
+	// backup stays Pending and runs after it.
+	if s.Approved != nil {
+		if next := nextChange(s); next.Type == ActionStartOperation {
+			return Action{Type: ActionCompleteOperation, Reason: "backup " + b.Name + " waits for " + next.Reason}
+		}
+	}
+	if s.Now.Before(b.RetryAt) {
 		return Action{Type: ActionWait, Reason: "backup " + b.Name + " is retried at " + b.RetryAt.Format(time.RFC3339)}
 	}
 	master, _ := s.pod(s.CurrentMaster)
@@ -130,6 +150,39 @@ func (b *backupRuns) done(key types.NamespacedName) {
 	delete(b.runs, key)
 }
 
+// abortOne cancels the run of one CacheBackup.
+func (b *backupRuns) abortOne(key types.NamespacedName, cause error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if run, ok := b.runs[key]; ok {
+		run.cancel(cause)
+	}
+}
+
+// Start waits for the manager to stop, then cancels every run and waits
+// for them to record their end, so a new leader does not start a second
+// attempt while this one still uploads.
+func (b *backupRuns) Start(ctx context.Context) error {
+	<-ctx.Done()
+	b.mu.Lock()
+	for _, run := range b.runs {
+		run.cancel(errors.New("the operator is stopping"))
+	}
+	b.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b.mu.Lock()
+		n := len(b.runs)
+		b.mu.Unlock()
+		if n == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// NeedLeaderElection: the runs belong to the leader.
+func (b *backupRuns) NeedLeaderElection() bool { return true }
+
 // abort cancels the runs of a cluster.
 func (b *backupRuns) abort(cluster types.NamespacedName, cause error) {
 	b.mu.Lock()
@@ -173,6 +226,11 @@ func (r *Reconciler) observeBackups(ctx context.Context, cc *cachev1alpha1.Cache
 		opBackup = op.Backup
 		snap.Backup = &BackupState{Name: op.Backup}
 	}
+	defer func() {
+		if st := snap.Backup; st != nil && !st.Exists {
+			r.backups.abortOne(types.NamespacedName{Namespace: cc.Namespace, Name: st.Name}, errors.New("the CacheBackup was deleted"))
+		}
+	}()
 	for _, b := range backups {
 		if b.Name == opBackup {
 			st := snap.Backup
@@ -183,7 +241,11 @@ func (r *Reconciler) observeBackups(ctx context.Context, cc *cachev1alpha1.Cache
 			}
 			continue
 		}
-		if snap.PendingBackup == "" && (b.Status.Phase == "" || b.Status.Phase == cachev1alpha1.BackupPending) {
+		// Running but not the operation's and streamed by no one: an
+		// attempt a failover pre-empted while no operator was there to
+		// record the abort. It waits for its turn again.
+		orphaned := b.Status.Phase == cachev1alpha1.BackupRunning && !r.backups.running(client.ObjectKeyFromObject(&b))
+		if snap.PendingBackup == "" && (b.Status.Phase == "" || b.Status.Phase == cachev1alpha1.BackupPending || orphaned) {
 			snap.PendingBackup = b.Name
 		}
 	}
@@ -200,7 +262,7 @@ func (r *Reconciler) s3Target(ctx context.Context, ns string, t cachev1alpha1.S3
 	}
 	out.AccessKeyID, out.SecretAccessKey = string(s.Data["accessKeyID"]), string(s.Data["secretAccessKey"])
 	if out.AccessKeyID == "" || out.SecretAccessKey == "" {
-		return out, fmt.Errorf("S3 credentials Secret %s needs the keys accessKeyID and secretAccessKey", t.CredentialsSecret)
+		return out, &missingKeyError{fmt.Sprintf("S3 credentials Secret %s needs the keys accessKeyID and secretAccessKey", t.CredentialsSecret)}
 	}
 	if t.CASecret != "" {
 		ca := &corev1.Secret{}
@@ -208,11 +270,16 @@ func (r *Reconciler) s3Target(ctx context.Context, ns string, t cachev1alpha1.S3
 			return out, fmt.Errorf("S3 CA Secret %s: %w", t.CASecret, err)
 		}
 		if out.CA = ca.Data["ca.crt"]; len(out.CA) == 0 {
-			return out, fmt.Errorf("S3 CA Secret %s has no key ca.crt", t.CASecret)
+			return out, &missingKeyError{fmt.Sprintf("S3 CA Secret %s has no key ca.crt", t.CASecret)}
 		}
 	}
 	return out, nil
 }
+
+// missingKeyError: a Secret exists but lacks a key; a person must fix it.
+type missingKeyError struct{ msg string }
+
+func (e *missingKeyError) Error() string { return e.msg }
 
 // updateBackup writes a CacheBackup's status on a fresh read, retrying
 // conflicts.
@@ -221,6 +288,26 @@ func (r *Reconciler) updateBackup(ctx context.Context, key types.NamespacedName,
 		b := &cachev1alpha1.CacheBackup{}
 		if err := r.APIReader.Get(ctx, key, b); err != nil {
 			return err
+		}
+		mutate(b)
+		return r.Client.Status().Update(ctx, b)
+	})
+}
+
+// errSuperseded: the CacheBackup moved on (another attempt, or it was
+// recreated) while this attempt ran; its result is not written.
+var errSuperseded = errors.New("superseded by a newer attempt")
+
+// finishAttempt writes an attempt's end, only if the CacheBackup still
+// records this attempt as running.
+func (r *Reconciler) finishAttempt(ctx context.Context, key types.NamespacedName, uid types.UID, attempt int32, mutate func(*cachev1alpha1.CacheBackup)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := &cachev1alpha1.CacheBackup{}
+		if err := r.APIReader.Get(ctx, key, b); err != nil {
+			return err
+		}
+		if b.UID != uid || b.Status.Attempts != attempt || b.Status.Phase != cachev1alpha1.BackupRunning {
+			return errSuperseded
 		}
 		mutate(b)
 		return r.Client.Status().Update(ctx, b)
@@ -265,7 +352,11 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	spec := *cc.Spec.Backup.S3
 	target, err := r.s3Target(ctx, cc.Namespace, spec)
 	if err != nil {
-		return fail(err.Error())
+		var missing *missingKeyError
+		if apierrors.IsNotFound(err) || errors.As(err, &missing) {
+			return fail(err.Error())
+		}
+		return err // the API server, not the Secret: the step is retried
 	}
 	store, err := backup.NewStore(target)
 	if err != nil {
@@ -295,9 +386,15 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 
 	clusterKey := client.ObjectKeyFromObject(cc)
 	ref := cc.DeepCopy()
+	uid := cb.UID
 	go func() {
 		defer r.backups.done(key)
 		defer cancel(nil)
+		defer func() {
+			if p := recover(); p != nil {
+				r.backupFailed(context.Background(), ref, key, uid, attempt, runCtx, fmt.Errorf("internal error: %v", p))
+			}
+		}()
 		res, err := backup.Take(runCtx, backup.Source{Addr: net.JoinHostPort(src.IP, "6379"), Password: pw, Timeout: 30 * time.Second},
 			func(ctx context.Context, rd io.Reader, size int64) error { return store.Put(ctx, objectKey, rd, size) })
 		end := r.now()
@@ -311,19 +408,24 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		}
 		bg := context.Background()
 		if err != nil {
-			r.backupFailed(bg, ref, key, attempt, runCtx, err)
+			r.backupFailed(bg, ref, key, uid, attempt, runCtx, err)
 			return
 		}
 		took := end.Sub(start).Round(time.Millisecond)
-		if uerr := r.updateBackup(bg, key, func(b *cachev1alpha1.CacheBackup) {
+		if uerr := r.finishAttempt(bg, key, uid, attempt, func(b *cachev1alpha1.CacheBackup) {
 			t := metav1.NewTime(end)
 			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupCompleted, "", &t
+			if res.HeaderErr != nil {
+				b.Status.Message = "stored; the key count is unknown: " + res.HeaderErr.Error()
+			}
 			b.Status.Location = &cachev1alpha1.BackupLocation{S3Target: spec, Key: objectKey}
 			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
 			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
 			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
 		}); uerr != nil {
-			ctrl.Log.WithName(ControllerName).Error(uerr, "Recording a completed backup", "backup", key)
+			if !errors.Is(uerr, errSuperseded) {
+				ctrl.Log.WithName(ControllerName).Error(uerr, "Recording a completed backup", "backup", key)
+			}
 			return
 		}
 		ctrl.Log.WithName(ControllerName).Info("Backup completed", "backup", key, "bytes", res.Size, "keys", res.Header.Keys, "duration", took.String())
@@ -341,7 +443,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 
 // backupFailed records a failed or aborted attempt: Pending again (it is
 // retried) until the attempts run out.
-func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, attempt int32, runCtx context.Context, err error) {
+func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, uid types.UID, attempt int32, runCtx context.Context, err error) {
 	log := ctrl.Log.WithName(ControllerName)
 	aborted := errors.Is(context.Cause(runCtx), errFailover)
 	phase, msg := cachev1alpha1.BackupPending, fmt.Sprintf("attempt %d failed: %v; retried", attempt, err)
@@ -357,10 +459,10 @@ func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCl
 	case phase == cachev1alpha1.BackupFailed:
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s: %s", key.Name, msg)
 	}
-	if uerr := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+	if uerr := r.finishAttempt(ctx, key, uid, attempt, func(b *cachev1alpha1.CacheBackup) {
 		t := metav1.NewTime(r.now())
 		b.Status.Phase, b.Status.Message, b.Status.CompletionTime = phase, msg, &t
-	}); uerr != nil && !apierrors.IsNotFound(uerr) {
+	}); uerr != nil && !apierrors.IsNotFound(uerr) && !errors.Is(uerr, errSuperseded) {
 		log.Error(uerr, "Recording a failed backup", "backup", key)
 	}
 	if phase == cachev1alpha1.BackupFailed {
@@ -491,12 +593,28 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 		last = cc.Status.Backup.LastScheduleTime.Time
 	}
 	now := r.now()
-	var due time.Time
-	for next := sched.Next(last); !next.After(now); next = sched.Next(next) {
-		due = next
+	due, ok := latestDue(sched, last, now)
+	if !ok {
+		if next := sched.Next(last); !next.IsZero() {
+			return next.Sub(now), nil
+		}
+		return 0, nil // never fires; day-one reports it as Stalled
 	}
-	if due.IsZero() {
-		return sched.Next(last).Sub(now), nil
+	// One scheduled backup at a time: while the last one still waits or
+	// runs (a backup longer than the interval), this due time is skipped.
+	backups, err := r.clusterBackups(ctx, cc)
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range backups {
+		if b.Labels[LabelScheduled] == "true" && b.Status.Phase != cachev1alpha1.BackupCompleted && b.Status.Phase != cachev1alpha1.BackupFailed {
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupSkipped, "Schedule",
+				"Scheduled backup due at %s skipped: %s has not finished yet", due.UTC().Format(time.RFC3339), b.Name)
+			err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+				st.Backup = withScheduleTime(st.Backup, due)
+			})
+			return sched.Next(due).Sub(now), err
+		}
 	}
 	name := fmt.Sprintf("%s-%s", cc.Name, due.UTC().Format("20060102150405"))
 	cb := &cachev1alpha1.CacheBackup{
@@ -512,13 +630,7 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 		return 0, err
 	}
 	if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-		b := &cachev1alpha1.BackupStatus{}
-		if st.Backup != nil {
-			b = st.Backup.DeepCopy()
-		}
-		t := metav1.NewTime(due)
-		b.LastScheduleTime = &t
-		st.Backup = b
+		st.Backup = withScheduleTime(st.Backup, due)
 	}); err != nil {
 		return 0, err
 	}
@@ -526,10 +638,40 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	return sched.Next(due).Sub(now), nil
 }
 
+func withScheduleTime(b *cachev1alpha1.BackupStatus, due time.Time) *cachev1alpha1.BackupStatus {
+	out := &cachev1alpha1.BackupStatus{}
+	if b != nil {
+		out = b.DeepCopy()
+	}
+	t := metav1.NewTime(due)
+	out.LastScheduleTime = &t
+	return out
+}
+
+// maxCatchUp bounds the walk over due times missed since the last one.
+const maxCatchUp = 1000
+
+// latestDue is the latest due time in (last, now], if any. After a long
+// outage with a frequent schedule it settles for now (truncated to the
+// second) instead of walking every missed time.
+func latestDue(sched cron.Schedule, last, now time.Time) (time.Time, bool) {
+	var due time.Time
+	next := sched.Next(last)
+	for i := 0; !next.IsZero() && !next.After(now); i++ {
+		if i == maxCatchUp {
+			return now.Truncate(time.Second), true
+		}
+		due, next = next, sched.Next(next)
+	}
+	return due, !due.IsZero()
+}
+
 // verifyRestore compares the restored master's key count with the dump's
 // metadata and records the Restored condition. Keys with a time to live
 // that passed since the backup are dropped while loading, so the count may
-// be lower by at most the dump's expiring keys.
+// be lower by at most the dump's expiring keys. Errors reading the metadata
+// are retried for a while; a dump whose key count is unknown (a header
+// this operator cannot read) is reported as restored, saying so.
 func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, master PodState, pw string) error {
 	loc := renderer.RestoreLocation(cc)
 	if loc == nil || meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil {
@@ -541,10 +683,32 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 	if err == nil {
 		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
 	}
+	key := client.ObjectKeyFromObject(cc)
+	if err != nil {
+		r.mu.Lock()
+		if r.verifyErrorsSince == nil {
+			r.verifyErrorsSince = map[types.NamespacedName]time.Time{}
+		}
+		since, ok := r.verifyErrorsSince[key]
+		if !ok {
+			since = r.now()
+			r.verifyErrorsSince[key] = since
+		}
+		r.mu.Unlock()
+		if r.now().Sub(since) < verifyRetryFor {
+			return fmt.Errorf("checking the restore: %w", err)
+		}
+	}
+	r.mu.Lock()
+	delete(r.verifyErrorsSince, key)
+	r.mu.Unlock()
 	switch {
 	case err != nil:
 		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
-		cond.Message = fmt.Sprintf("could not verify the restore of %s: %v", loc.Key, err)
+		cond.Message = fmt.Sprintf("could not check the restore of %s for %s: %v", loc.Key, verifyRetryFor, err)
+	case m.Keys < 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
+		cond.Message = fmt.Sprintf("%s holds %d keys from s3://%s/%s (checksum %s checked when downloaded; the backup's key count is unknown)", master.Name, keys, loc.Bucket, loc.Key, m.Checksum)
 	case keys <= m.Keys && keys >= m.Keys-m.ExpiringKeys:
 		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
 		cond.Message = fmt.Sprintf("%s holds %d keys in db%d from s3://%s/%s (backup: %d keys, %d with a time to live; checksum %s checked when downloaded)",

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/robfig/cron/v3"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -76,8 +77,49 @@ func TestPlanBackups(t *testing.T) {
 		g.Expect(Plan(backingUp(cluster(3, 0), b)).Type).To(Equal(ActionCompleteOperation), "%+v", b)
 	}
 
+	// Waiting (for a source, or to retry), a backup yields to a change
+	// from git; it stays pending and runs after it.
+	s = backingUp(cluster(3, 0), BackupState{Name: "b", Exists: true, Phase: cachev1alpha1.BackupPending, RetryAt: now.Add(time.Minute)})
+	s.Spec.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory": "64mb"}
+	a = Plan(s)
+	g.Expect(a.Type).To(Equal(ActionCompleteOperation))
+	g.Expect(a.Reason).To(ContainSubstring("waits for"))
+	// Streaming, it finishes first.
+	s = backingUp(cluster(3, 0), BackupState{Name: "b", Exists: true, Phase: cachev1alpha1.BackupRunning, Running: true})
+	s.Spec.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory": "64mb"}
+	g.Expect(Plan(s).Type).To(Equal(ActionWait))
+
+	// A restored cluster is checked before its master gets the label.
+	s = setPod(cluster(3, 0), "c-0", func(p *PodState) { p.RoleLabel = "" })
+	s.RestorePending = true
+	a = Plan(s)
+	g.Expect(a.Type).To(Equal(ActionVerifyRestore))
+	g.Expect(a.Pod).To(Equal("c-0"))
+	s.RestorePending = false
+	g.Expect(Plan(s).Type).To(Equal(ActionLabelMaster))
+
 	// A failed master pre-empts a backup.
 	s = backingUp(cluster(3, 0), BackupState{Name: "b", Exists: true, Phase: cachev1alpha1.BackupRunning, Running: true})
 	s = setPod(s, "c-0", func(p *PodState) { p.Obs.Reachable = false; p.Obs.LastSeen = now.Add(-time.Minute) })
 	g.Expect(Plan(s).Type).To(Equal(ActionStartFailover))
+}
+
+func TestLatestDue(t *testing.T) {
+	g := NewWithT(t)
+	daily, _ := cron.ParseStandard("0 3 * * *")
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	due, ok := latestDue(daily, at("2026-11-28T04:00:00Z"), at("2026-11-30T12:00:00Z"))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(due).To(Equal(at("2026-11-30T03:00:00Z")), "one backup for the latest missed time")
+	_, ok = latestDue(daily, at("2026-11-30T03:00:00Z"), at("2026-11-30T12:00:00Z"))
+	g.Expect(ok).To(BeFalse())
+	// A year missed at @every 1s does not walk 31 million times.
+	often, _ := cron.ParseStandard("@every 1s")
+	due, ok = latestDue(often, at("2025-11-30T12:00:00Z"), at("2026-11-30T12:00:00.5Z"))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(due).To(Equal(at("2026-11-30T12:00:00Z")))
+	// A date that never comes.
+	never, _ := cron.ParseStandard("0 0 30 2 *")
+	_, ok = latestDue(never, at("2025-11-30T12:00:00Z"), at("2026-11-30T12:00:00Z"))
+	g.Expect(ok).To(BeFalse())
 }

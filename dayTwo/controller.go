@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -81,6 +82,8 @@ type Reconciler struct {
 	issued map[types.NamespacedName]time.Time
 	// backups: the dumps being streamed.
 	backups backupRuns
+	// verifyErrorsSince: when checking a cluster's restore first failed.
+	verifyErrorsSince map[types.NamespacedName]time.Time
 }
 
 type cachedPassword struct {
@@ -169,6 +172,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Spec:          renderer.SpecValues(cc),
 		SwitchoverTo:  cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo],
 		StepDeadline:  r.stepDeadline(),
+		RestorePending: cc.Spec.Restore != nil &&
+			meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) == nil,
 	}
 	if ro := cc.Status.Rollout; ro != nil {
 		snap.Approved = ro.RolloutValues.DeepCopy()
@@ -260,14 +265,11 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 			return err
 		}
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
-		// A restored cluster is checked before any client can write: the
-		// master label, which the Service selects, comes after this.
-		if p, ok := snap.pod(a.Pod); ok && cc.Spec.Restore != nil {
-			if err := r.verifyRestore(ctx, cc, p, pw); err != nil {
-				log.Error(err, "Recording the restore verification")
-			}
-		}
 		return nil
+
+	case ActionVerifyRestore:
+		p, _ := snap.pod(a.Pod)
+		return r.verifyRestore(ctx, cc, p, pw)
 
 	case ActionStartFailover:
 		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
@@ -542,6 +544,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Prober = NewProber()
 	}
 	if err := mgr.Add(stopProber{r.Prober}); err != nil {
+		return err
+	}
+	if err := mgr.Add(&r.backups); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -147,6 +147,9 @@ type Snapshot struct {
 	// SwitchoverIssuedAt is when Redis FAILOVER was last sent for the
 	// switchover in progress; zero if not (or not since a restart).
 	SwitchoverIssuedAt time.Time
+	// RestorePending: the cluster was created from a backup whose restore
+	// has not been checked yet.
+	RestorePending bool
 	// Backup is the CacheBackup of the Backup operation in progress.
 	Backup *BackupState
 	// PendingBackup is the oldest CacheBackup waiting for its turn.
@@ -267,6 +270,11 @@ func Plan(s Snapshot) Action {
 	// The designated master must be a master in Redis too.
 	if master.Obs.Role != "master" {
 		return Action{Type: ActionPromote, Pod: master.Name, Reason: "the recorded master is a replica in Redis"}
+	}
+	// A restored cluster is checked before any client can write to it:
+	// the master label, which the Service selects, comes after.
+	if s.RestorePending {
+		return Action{Type: ActionVerifyRestore, Pod: master.Name, Reason: "compare the restored keys with the backup's metadata"}
 	}
 	if master.RoleLabel != cachev1alpha1.RoleMaster {
 		return Action{Type: ActionLabelMaster, Pod: master.Name}

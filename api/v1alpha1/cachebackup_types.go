@@ -71,8 +71,9 @@ type CacheBackupStatus struct {
 	// ReplicationOffset of the source when the dump was made.
 	// +optional
 	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
-	// Keys in the dump, and how many of them have a time to live (a
-	// restore may drop those that expired meanwhile).
+	// Keys in the dump's first database, and how many of them have a time
+	// to live (a restore may drop those that expired meanwhile); -1 when
+	// the dump's header could not be read.
 	// +optional
 	Keys int64 `json:"keys,omitempty"`
 	// +optional

@@ -124,6 +124,7 @@ const (
 	EventBackupFailed      = "BackupFailed"
 	EventBackupAborted     = "BackupAborted"
 	EventBackupPruned      = "BackupPruned"
+	EventBackupSkipped     = "BackupSkipped"
 	EventRestored          = "Restored"
 )
 

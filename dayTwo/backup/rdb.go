@@ -209,6 +209,9 @@ func (p *parser) str() (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if ulen > 1<<20 {
+			return "", fmt.Errorf("rdb: compressed header string of %d bytes", ulen)
+		}
 		c, err := p.take(int(clen))
 		if err != nil {
 			return "", err

@@ -17,14 +17,29 @@ const RestoredMarker = ".cacheops-restored"
 // RestoreInto downloads the dump at key into dataDir, where redis-server
 // loads it at start: dump.rdb, and appendonly.aof (the same file) for a
 // server with appendonly on, which reads an AOF that is an RDB preamble and
-// moves it into its AOF folder. A data directory that already holds data
-// is left alone, so a restarted pod keeps what it has. The checksum and
-// size are checked against the metadata before the file is put in place.
+// moves it into its AOF folder. A data directory that holds data already
+// is left alone, so a restarted pod keeps what it has; what an interrupted
+// restore left is removed and the restore done again. The checksum and size
+// are checked against the metadata before the file is put in place, and
+// the marker is written last.
 func RestoreInto(ctx context.Context, s *Store, key, dataDir string, logf func(string, ...any)) (Metadata, error) {
-	for _, existing := range []string{RestoredMarker, "dump.rdb", "appendonly.aof", "appendonly"} {
-		if _, err := os.Stat(filepath.Join(dataDir, existing)); err == nil {
-			logf("%s holds data already (%s); nothing to restore", dataDir, existing)
-			return Metadata{}, nil
+	has := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dataDir, name))
+		return err == nil
+	}
+	switch {
+	case has(RestoredMarker):
+		logf("%s was restored already; nothing to do", dataDir)
+		return Metadata{}, nil
+	case has("appendonly"), has("dump.rdb") && !has("appendonly.aof"):
+		// Redis ran here (its AOF folder, or an RDB it wrote itself).
+		logf("%s holds data already; nothing to restore", dataDir)
+		return Metadata{}, nil
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dataDir, ".restore-*"))
+	for _, partial := range append(leftovers, filepath.Join(dataDir, "dump.rdb"), filepath.Join(dataDir, "appendonly.aof")) {
+		if err := os.Remove(partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return Metadata{}, err
 		}
 	}
 	meta, err := s.Metadata(ctx, key)
@@ -61,15 +76,23 @@ func RestoreInto(ctx context.Context, s *Store, key, dataDir string, logf func(s
 	if sum != meta.Checksum {
 		return meta, fmt.Errorf("%s: checksum %s, the metadata says %s", key, sum, meta.Checksum)
 	}
-	dump := filepath.Join(dataDir, "dump.rdb")
-	if err := os.Rename(tmp.Name(), dump); err != nil {
+	// appendonly.aof first, dump.rdb second, the marker last: a restore
+	// cut anywhere in between is recognised and done again.
+	if err := os.Link(tmp.Name(), filepath.Join(dataDir, "appendonly.aof")); err != nil {
 		return meta, err
 	}
-	if err := os.Link(dump, filepath.Join(dataDir, "appendonly.aof")); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Rename(tmp.Name(), filepath.Join(dataDir, "dump.rdb")); err != nil {
 		return meta, err
 	}
 	if err := os.WriteFile(filepath.Join(dataDir, RestoredMarker), []byte(key+"\n"+sum+"\n"), 0o644); err != nil {
 		return meta, err
+	}
+	if d, err := os.Open(dataDir); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return meta, err
+		}
 	}
 	logf("restored %s (%d bytes, %s, %d keys from Redis %s) into %s", key, n, sum, meta.Keys, meta.RedisVersion, dataDir)
 	return meta, nil

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/robfig/cron/v3"
 )
@@ -13,6 +14,11 @@ func ParseSchedule(s string) (cron.Schedule, error) {
 	sched, err := cron.ParseStandard(s)
 	if err != nil {
 		return nil, fmt.Errorf("backup.schedule %q: %w", s, err)
+	}
+	// A date that never comes (0 0 30 2 *): cron gives up after five
+	// years of looking.
+	if sched.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("backup.schedule %q: never fires (no such date)", s)
 	}
 	return sched, nil
 }

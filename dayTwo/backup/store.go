@@ -69,6 +69,9 @@ const PartSize = 16 << 20
 // NewStore connects to the target (lazily: no request is made yet).
 func NewStore(t Target) (*Store, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// An endpoint that stops answering fails the attempt instead of
+	// holding the backup (and so the cluster's operations) forever.
+	tr.ResponseHeaderTimeout = 2 * time.Minute
 	if len(t.CA) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(t.CA) {

@@ -98,3 +98,52 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 		t.Errorf("deleting what is gone: %v", err)
 	}
 }
+
+// A restore cut between its steps is done again; a folder Redis wrote is
+// left alone.
+func TestRestoreIntoRecognisesWhatIsThere(t *testing.T) {
+	ctx := context.Background()
+	st := s3(t)
+	rc := redisServer(t)
+	rc.Set(ctx, "k", "v", 0)
+	key := "x/dump.rdb"
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error { return st.Put(ctx, key, r, size) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMetadata(ctx, key, Metadata{Keys: 1, Size: res.Size, Checksum: res.Checksum}); err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range map[string][]string{
+		"cut after the AOF link":      {"appendonly.aof"},
+		"cut before the marker":       {"appendonly.aof", "dump.rdb"},
+		"an empty folder":             nil,
+		"leftover temporary download": {".restore-123"},
+	} {
+		dir := t.TempDir()
+		for _, f := range files {
+			os.WriteFile(filepath.Join(dir, f), []byte("partial"), 0o644)
+		}
+		m, err := RestoreInto(ctx, st, key, dir, t.Logf)
+		if err != nil || m.Checksum != res.Checksum {
+			t.Errorf("%s: restored %+v, %v; want a fresh restore", name, m, err)
+		}
+	}
+	for name, files := range map[string][]string{
+		"restored before":    {RestoredMarker},
+		"Redis' AOF folder":  {"appendonly/"},
+		"an RDB Redis wrote": {"dump.rdb"},
+	} {
+		dir := t.TempDir()
+		for _, f := range files {
+			if strings.HasSuffix(f, "/") {
+				os.Mkdir(filepath.Join(dir, f), 0o755)
+			} else {
+				os.WriteFile(filepath.Join(dir, f), []byte("data"), 0o644)
+			}
+		}
+		if m, err := RestoreInto(ctx, st, key, dir, t.Logf); err != nil || m.Checksum != "" {
+			t.Errorf("%s: %+v, %v; want the folder left alone", name, m, err)
+		}
+	}
+}

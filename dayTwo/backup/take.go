@@ -28,6 +28,8 @@ type Result struct {
 	Header   Header
 	Size     int64
 	Checksum string // sha256:<hex>
+	// HeaderErr says why Header is incomplete (Keys is -1 then).
+	HeaderErr error
 }
 
 // headerBytes is how much of a dump's start is kept to read its header.
@@ -123,11 +125,14 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	if counted.n != size {
 		return res, fmt.Errorf("the snapshot of %s ended after %d of %d bytes", src.Addr, counted.n, size)
 	}
-	h, err := ParseHeader(head.b)
-	if err != nil {
-		return res, fmt.Errorf("reading the snapshot's header: %w", err)
+	res = Result{Size: size, Checksum: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
+	// The dump is stored either way; a header this reader does not know
+	// (a module's data before the keys) only leaves the counts unknown.
+	if res.Header, err = ParseHeader(head.b); err != nil {
+		res.HeaderErr = err
+		res.Header.Keys, res.Header.ExpiringKeys = -1, -1
 	}
-	return Result{Header: h, Size: size, Checksum: "sha256:" + hex.EncodeToString(hash.Sum(nil))}, nil
+	return res, nil
 }
 
 // prefix keeps the first max bytes written to it.
