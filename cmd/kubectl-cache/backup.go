@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -44,7 +45,14 @@ func backupNow(args []string, stdout io.Writer) error {
 	if err := controllerutil.SetControllerReference(cc, cb, c.Scheme()); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, cb); err != nil {
+	if err := c.Create(ctx, cb); apierrors.IsAlreadyExists(err) {
+		// Two in the same second: let the API server add a suffix.
+		cb.GenerateName, cb.Name = cb.Name+"-", ""
+		err = c.Create(ctx, cb)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "cachebackup/%s created\n", cb.Name)

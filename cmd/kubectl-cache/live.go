@@ -178,8 +178,23 @@ func switchover(args []string, stdout io.Writer) error {
 		if cc.Status.CurrentMaster == from {
 			return fmt.Errorf("the switchover was not done: %s is still the master (see kubectl describe cc %s)", from, name)
 		}
+		// Done when the new master carries the label the client Service
+		// selects, so traffic goes there.
+		if !labelledMaster(cc) {
+			continue
+		}
 		fmt.Fprintf(stdout, "%s is the master\n", cc.Status.CurrentMaster)
 		return nil
 	}
 	return fmt.Errorf("the switchover did not finish within %s", *wait)
+}
+
+// labelledMaster tells whether the recorded master is labelled master.
+func labelledMaster(cc *cachev1alpha1.CacheCluster) bool {
+	for _, n := range cc.Status.Nodes {
+		if n.PodName == cc.Status.CurrentMaster {
+			return n.Role == cachev1alpha1.RoleMaster
+		}
+	}
+	return false
 }
