@@ -16,7 +16,7 @@ import (
 )
 
 // redisServer starts a real redis-server in a temporary folder.
-func redisServer(t *testing.T, args ...string) *redis.Client {
+func redisServer(t testing.TB, args ...string) *redis.Client {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -145,3 +145,5 @@ func TestParseSchedule(t *testing.T) {
 		}
 	}
 }
+
+func netSplit(addr string) (string, string, error) { return net.SplitHostPort(addr) }

@@ -15,7 +15,7 @@ import (
 
 // s3 starts a real S3 server (versitygw from bin/, built by make tools) with
 // one bucket.
-func s3(t *testing.T) *Store {
+func s3(t testing.TB) *Store {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	srv, err := s3server.Start(filepath.Join(filepath.Dir(file), "..", "..", "bin"), t.TempDir())

@@ -39,6 +39,7 @@ type Cluster struct {
 	opts      Options
 	cp        *controlPlane
 	client    kubernetes.Interface
+	api       *apiAccess
 	net       *network
 	podLogDir string
 	cancel    context.CancelFunc
@@ -92,6 +93,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	nodeCfg := rest.CopyConfig(cp.config)
 	nodeCfg.QPS, nodeCfg.Burst = 500, 1000
 	if c.client, err = kubernetes.NewForConfig(nodeCfg); err != nil {
+		return fail(err)
+	}
+	if c.api, err = newAPIAccess(cp.config.Host, cp.config.CAData); err != nil {
 		return fail(err)
 	}
 	if err := os.MkdirAll(c.podLogDir, 0o755); err != nil {

@@ -18,6 +18,9 @@ type Image struct {
 	// Binaries maps the names a pod spec may use (a bare name or the base
 	// name of an absolute path) to absolute paths here.
 	Binaries map[string]string
+	// User is the image's USER: the uid a container runs as when neither
+	// it nor its pod sets runAsUser; root when nil.
+	User *int64
 }
 
 // DefaultImages: Redis and Valkey images run Debian's redis-server (apt
@@ -50,7 +53,8 @@ const OperatorImagePattern = "ghcr.io/cacheops/cacheops-manager:*"
 // OperatorImage runs the locally built manager binary for the operator's
 // image, so `manager restore` init containers work on process-backed nodes.
 func OperatorImage(manager string) Image {
-	return Image{Pattern: OperatorImagePattern, Entrypoint: manager, Binaries: map[string]string{"manager": manager}}
+	nonroot := int64(65532) // a distroless :nonroot image
+	return Image{Pattern: OperatorImagePattern, Entrypoint: manager, Binaries: map[string]string{"manager": manager}, User: &nonroot}
 }
 
 // errImage is a container that cannot start because of its image.

@@ -71,6 +71,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 		images: c.opts.Images,
 		net:    c.net,
 		client: c.client,
+		api:    c.api,
 		pods:   map[string]*podRuntime{},
 	}
 	if err := os.MkdirAll(prov.dir, 0o755); err != nil {

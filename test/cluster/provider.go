@@ -38,6 +38,8 @@ type provider struct {
 	configMaps corev1listers.ConfigMapLister
 	podLister  corev1listers.PodLister
 	env        *envResolver
+	// api lets pods reach the API server (nil: they cannot).
+	api *apiAccess
 
 	mu     sync.Mutex
 	pods   map[string]*podRuntime
@@ -58,6 +60,8 @@ type podRuntime struct {
 	deleting bool
 	// initDone is true once every init container succeeded.
 	initDone bool
+	// tokenDir holds the service account token, when the pod mounts one.
+	tokenDir string
 	podErr   string // a pod-level problem shown in the status
 
 	containers []*containerRuntime
@@ -307,6 +311,12 @@ func (r *podRuntime) run(id string) {
 	r.pod.Status.PodIPs = []corev1.PodIP{{IP: pn.ip.String()}}
 	p.mu.Unlock()
 	r.publish()
+	if p.api != nil {
+		if err := p.api.forward(r.ctx, pn.Path()); err != nil {
+			r.fail(fmt.Sprintf("API server access: %v", err))
+			return
+		}
+	}
 
 	// Volumes may wait for a claim to bind or a Secret to appear.
 	for {
@@ -324,6 +334,26 @@ func (r *podRuntime) run(id string) {
 		r.publish()
 		if !sleepCtx(r.ctx, time.Second) {
 			return
+		}
+	}
+
+	if p.api != nil && mountsToken(r.pod) {
+		dir := filepath.Join(r.dir, "serviceaccount")
+		for {
+			err := p.writeToken(r.ctx, r.pod, dir)
+			if err == nil {
+				p.mu.Lock()
+				r.tokenDir = dir
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Lock()
+			r.podErr = err.Error()
+			p.mu.Unlock()
+			r.publish()
+			if !sleepCtx(r.ctx, time.Second) {
+				return
+			}
 		}
 	}
 
@@ -447,6 +477,9 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 	if err != nil {
 		return err
 	}
+	if p.api != nil {
+		env = withDefaults(env, p.api.env())
+	}
 	args = expandArgs(args, env)
 
 	spec := initSpec{NetNS: r.net.Path(), Hostname: pod.Name, Path: program, Args: args, Env: env, WorkDir: c.spec.WorkingDir}
@@ -460,7 +493,19 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 		}
 		spec.Mounts = append(spec.Mounts, initMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
 	}
+	p.mu.Lock()
+	tokenDir := r.tokenDir
+	p.mu.Unlock()
+	if tokenDir != "" {
+		spec.Mounts = append(spec.Mounts, initMount{Source: tokenDir, Target: serviceAccountDir, ReadOnly: true})
+	}
 	uid, gid, groups := identity(pod, &c.spec)
+	if uid == nil && im.User != nil {
+		uid, gid = im.User, im.User
+	}
+	if nonRoot(pod, &c.spec) && (uid == nil || *uid == 0) {
+		return errConfig{"container has runAsNonRoot and image will run as root"}
+	}
 	spec.UID, spec.GID, spec.Groups = uid, gid, groups
 	if spec.WorkDir == "" {
 		spec.WorkDir = "/"
@@ -536,8 +581,8 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 }
 
 // identity is the user a container runs as: its securityContext, then the
-// pod's. runAsNonRoot without a user is refused, as the kubelet does for an
-// image whose user it cannot prove.
+// pod's. startContainer falls back to the image's USER, and refuses
+// runAsNonRoot when that leaves root, as the kubelet does.
 func identity(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64, groups []int64) {
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		uid, gid = psc.RunAsUser, psc.RunAsGroup
@@ -558,6 +603,15 @@ func identity(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64, groups []i
 		gid = uid
 	}
 	return uid, gid, groups
+}
+
+// nonRoot tells whether the container must not run as root.
+func nonRoot(pod *corev1.Pod, c *corev1.Container) bool {
+	if csc := c.SecurityContext; csc != nil && csc.RunAsNonRoot != nil {
+		return *csc.RunAsNonRoot
+	}
+	psc := pod.Spec.SecurityContext
+	return psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
 }
 
 // stop ends every process of the pod: SIGTERM, SIGKILL after grace.

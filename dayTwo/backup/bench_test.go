@@ -1,0 +1,127 @@
+package backup
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// benchKeys × benchValue bytes of incompressible values: a dump of about
+// 100 MiB.
+const (
+	benchKeys  = 200_000
+	benchValue = 512
+)
+
+// BenchmarkBackup streams a ~100 MiB dump. "baseline" is what Redis'
+// own tool does, `redis-cli --rdb FILE`: the snapshot to a local file, no
+// upload. "cacheops" is Take streaming it to a real S3 server (versitygw)
+// with its checksum, and reports the operator's peak Go heap while doing
+// so, the figure that shows the dump is never held in memory.
+func BenchmarkBackup(b *testing.B) {
+	ctx := context.Background()
+	rc := redisServer(b)
+	pipe := rc.Pipeline()
+	val := make([]byte, benchValue)
+	for i := range benchKeys {
+		_, _ = rand.Read(val)
+		pipe.Set(ctx, fmt.Sprintf("bench:%d", i), string(val), 0)
+		if i%5000 == 4999 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		b.Fatal("redis-cli is needed (apt package redis-tools)")
+	}
+	host, port, _ := netSplit(rc.Options().Addr)
+
+	b.Run("baseline", func(b *testing.B) {
+		dir := b.TempDir()
+		var size int64
+		for i := 0; i < b.N; i++ {
+			out := filepath.Join(dir, "dump.rdb")
+			cmd := exec.Command(cli, "-h", host, "-p", port, "--no-auth-warning", "-a", "pw", "--rdb", out)
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("redis-cli --rdb: %v: %s", err, msg)
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = st.Size()
+		}
+		b.ReportMetric(float64(size)/(1<<20), "dump_MiB")
+		b.ReportMetric(float64(size)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "MiB_per_s")
+	})
+
+	b.Run("cacheops", func(b *testing.B) {
+		st := s3(b)
+		var size int64
+		var peaks []float64
+		for i := 0; i < b.N; i++ {
+			runtime.GC()
+			stop := sampleHeap()
+			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, n int64) error {
+				return st.Put(ctx, fmt.Sprintf("bench/%d.rdb", i), r, n)
+			})
+			peaks = append(peaks, stop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Header.Keys != benchKeys {
+				b.Fatalf("the dump holds %d keys, want %d", res.Header.Keys, benchKeys)
+			}
+			size = res.Size
+		}
+		sort.Float64s(peaks)
+		b.ReportMetric(float64(size)/(1<<20), "dump_MiB")
+		b.ReportMetric(float64(size)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "MiB_per_s")
+		b.ReportMetric(peaks[len(peaks)-1], "peak_heap_MiB")
+	})
+}
+
+// sampleHeap samples the Go heap in use every 5 ms until the returned
+// function is called, which gives the peak in MiB.
+func sampleHeap() func() float64 {
+	var mu sync.Mutex
+	var peak uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			mu.Lock()
+			peak = max(peak, m.HeapInuse)
+			mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		return float64(peak) / (1 << 20)
+	}
+}
