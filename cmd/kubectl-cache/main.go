@@ -34,7 +34,7 @@ const usage = `usage: kubectl cache COMMAND ...
            print the objects the operator applies for the CacheCluster(s) in
            FILE ("-" reads standard input); --values prints the chart values
            instead, for helm template charts/cachecluster -f <values>
-  plan --base FILE|DIR|REV --head FILE|DIR|REV [--format text|markdown|json] [--master POD] [PATH...]
+  plan --base FILE|DIR|REV --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
            what a change does to each CacheCluster: the day-two operations
            it triggers in order, with the pods they restart and the
            switchovers, and the diff of the rendered objects

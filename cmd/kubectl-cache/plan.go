@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -52,7 +54,7 @@ type ObjectDiff struct {
 	Diff   string `json:"diff"`
 }
 
-const planUsage = `usage: kubectl cache plan --base FILE|DIR|GIT-REV --head FILE|DIR|GIT-REV [--format text|markdown|json] [--master POD] [PATH...]`
+const planUsage = `usage: kubectl cache plan --base FILE|DIR|GIT-REV --head FILE|DIR|GIT-REV [--format text|markdown|json] [--master POD | --live [--kubeconfig FILE]] [PATH...]`
 
 func plan(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
@@ -60,8 +62,13 @@ func plan(args []string, stdout io.Writer) error {
 	head := fs.String("head", "", "the proposed state: a file, a folder, or a git revision")
 	format := fs.String("format", "text", "text, markdown or json")
 	master := fs.String("master", "", "the pod that is master now (default: ordinal 0)")
+	live := fs.Bool("live", false, "read each cluster's master and running operation from the cluster of the kubeconfig")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --live (default: $KUBECONFIG or ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *live && *master != "" {
+		return errors.New("--master and --live exclude each other")
 	}
 	if *base == "" || *head == "" {
 		return errors.New(planUsage)
@@ -74,7 +81,16 @@ func plan(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--head %s: %w", *head, err)
 	}
-	plans, err := planClusters(before, after, *master)
+	state := func(*cachev1alpha1.CacheCluster) liveState { return liveState{master: *master} }
+	if *live {
+		lf := liveFlags{kubeconfig: *kubeconfig}
+		c, defaultNS, err := lf.client()
+		if err != nil {
+			return fmt.Errorf("--live: %w", err)
+		}
+		state = func(cc *cachev1alpha1.CacheCluster) liveState { return readLive(c, defaultNS, cc) }
+	}
+	plans, err := planClusters(before, after, state)
 	if err != nil {
 		return err
 	}
@@ -171,7 +187,35 @@ func git(args ...string) (string, error) {
 	return out.String(), nil
 }
 
-func planClusters(before, after map[string]*cachev1alpha1.CacheCluster, master string) ([]ClusterPlan, error) {
+// liveState is what the running cluster says, for a prediction.
+type liveState struct {
+	// master is the pod that is master now; empty means ordinal 0.
+	master string
+	// notes are facts about the live cluster a reviewer should see.
+	notes []string
+}
+
+// readLive reads a cluster's master and running operation.
+func readLive(c client.Client, defaultNS string, cc *cachev1alpha1.CacheCluster) liveState {
+	ns := cc.Namespace
+	if ns == "" {
+		ns = defaultNS
+	}
+	got := &cachev1alpha1.CacheCluster{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cc.Name}, got); err != nil {
+		return liveState{notes: []string{fmt.Sprintf("live: %s/%s not read (%v); the master is assumed on ordinal 0", ns, cc.Name, err)}}
+	}
+	st := liveState{master: got.Status.CurrentMaster}
+	if op := got.Status.Operation; op != nil {
+		st.notes = append(st.notes, fmt.Sprintf("live: %s %s is in progress (%s); this change runs after it", op.Type, op.ID, op.Reason))
+	}
+	if got.Status.Phase != "" && got.Status.Phase != cachev1alpha1.PhaseRunning {
+		st.notes = append(st.notes, fmt.Sprintf("live: the cluster is %s", got.Status.Phase))
+	}
+	return st
+}
+
+func planClusters(before, after map[string]*cachev1alpha1.CacheCluster, state func(*cachev1alpha1.CacheCluster) liveState) ([]ClusterPlan, error) {
 	keys := map[string]bool{}
 	for k := range before {
 		keys[k] = true
@@ -200,10 +244,12 @@ func planClusters(before, after map[string]*cachev1alpha1.CacheCluster, master s
 				Operations: []PlannedOperation{{Type: "Delete", Description: msg}}})
 		case equality.Semantic.DeepEqual(b.Spec, a.Spec) && equality.Semantic.DeepEqual(b.Annotations, a.Annotations):
 		default:
-			p, err := planChange(b, a, master)
+			st := state(b)
+			p, err := planChange(b, a, st.master)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
+			p.Warnings = append(p.Warnings, st.notes...)
 			plans = append(plans, p)
 		}
 	}
@@ -214,6 +260,10 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 	p := ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "changed"}
 	if !equality.Semantic.DeepEqual(b.Spec.Storage.ClassName, a.Spec.Storage.ClassName) {
 		p.Rejected = append(p.Rejected, "storage.className: rejected at admission, it is immutable (create a new CacheCluster and restore a backup instead)")
+		return p, nil
+	}
+	if !equality.Semantic.DeepEqual(b.Spec.Restore, a.Spec.Restore) {
+		p.Rejected = append(p.Rejected, "restore: rejected at admission, it is immutable (it applies only when a cluster is created)")
 		return p, nil
 	}
 	if !equality.Semantic.DeepEqual(b.Spec.Storage.Size, a.Spec.Storage.Size) {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	daytwo "github.com/cacheops/cacheops/dayTwo"
 )
 
 // mergePatch changes a CacheCluster as `kubectl patch --type merge` does.
@@ -143,17 +144,34 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	cc, before, w, masters := underLoad(t, g, ns)
 	uids := podUIDs(g, ns)
 
-	// What `kubectl cache plan` predicts for this change.
-	head := before.DeepCopy()
-	head.Spec.Version = "7.2.4"
-	steps, err := daytwo.Simulate(before, head, before.Status.CurrentMaster)
-	g.Expect(err).NotTo(HaveOccurred())
-	var predicted []string
-	for _, a := range steps {
-		if a.Type == daytwo.ActionRestartPod {
-			predicted = append(predicted, a.Pod)
-		}
+	// What `kubectl cache plan --live` predicts for this change: the
+	// manifests before and after, the master read from the cluster.
+	dir := t.TempDir()
+	manifest := func(name, version string) string {
+		m := loadExample(t, "basic", ns)
+		m.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+		m.Spec.Version = version
+		data, err := yaml.Marshal(m)
+		g.Expect(err).NotTo(HaveOccurred())
+		path := filepath.Join(dir, name)
+		g.Expect(m.Kind).To(Equal("CacheCluster"))
+		g.Expect(os.WriteFile(path, data, 0o644)).To(Succeed())
+		return path
 	}
+	out := kubectlCache(g, "plan", "--base", manifest("base.yaml", "7.0.15"), "--head", manifest("head.yaml", "7.2.4"), "--live", "--format", "json")
+	var plans []struct {
+		Operations []struct {
+			Type     string   `json:"type"`
+			Restarts []string `json:"restarts"`
+		} `json:"operations"`
+	}
+	g.Expect(json.Unmarshal([]byte(out), &plans)).To(Succeed(), out)
+	g.Expect(plans).To(HaveLen(1), out)
+	var predicted []string
+	for _, op := range plans[0].Operations {
+		predicted = append(predicted, op.Restarts...)
+	}
+	g.Expect(predicted).To(HaveLen(3), out)
 
 	start := time.Now()
 	mergePatch(g, cc, `{"spec":{"version":"7.2.4"}}`)
