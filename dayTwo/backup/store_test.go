@@ -2,13 +2,22 @@ package backup
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cacheops/cacheops/test/s3server"
 )
@@ -146,4 +155,75 @@ func TestRestoreIntoRecognisesWhatIsThere(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want the folder left alone", name, m, err)
 		}
 	}
+}
+
+// A bucket behind HTTPS with a private CA: reached with the CA, refused
+// without it.
+func TestStoreWithACertificateAuthority(t *testing.T) {
+	ctx := context.Background()
+	certPEM, keyPEM := selfSigned(t)
+	_, file, _, _ := runtime.Caller(0)
+	srv, err := s3server.StartTLS(filepath.Join(filepath.Dir(file), "..", "..", "bin"), t.TempDir(), certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	target := Target{Endpoint: srv.Endpoint("127.0.0.1"), Bucket: "tls", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}
+
+	untrusted, err := NewStore(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := untrusted.EnsureBucket(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA the certificate must be refused, got %v", err)
+	}
+	target.CA = certPEM
+	st, err := NewStore(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnsureBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 1000)
+	if err := st.Put(ctx, "k.rdb", strings.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Get(ctx, "k.rdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil || string(got) != body {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	if _, err := NewStore(Target{Endpoint: "x", Bucket: "b", CA: []byte("not a certificate")}); err == nil {
+		t.Error("a CA Secret without a PEM certificate must be refused")
+	}
+}
+
+// selfSigned makes a certificate for 127.0.0.1 that is its own CA.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "s3.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }

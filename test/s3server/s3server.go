@@ -26,8 +26,15 @@ type Server struct {
 }
 
 // Start runs binDir/versitygw on a free port, serving folders of dir as
-// buckets, and waits until it accepts connections.
-func Start(binDir, dir string) (*Server, error) {
+// buckets over plain HTTP, and waits until it accepts connections.
+func Start(binDir, dir string) (*Server, error) { return start(binDir, dir, nil, nil) }
+
+// StartTLS is Start serving HTTPS with the given PEM certificate and key.
+func StartTLS(binDir, dir string, certPEM, keyPEM []byte) (*Server, error) {
+	return start(binDir, dir, certPEM, keyPEM)
+}
+
+func start(binDir, dir string, certPEM, keyPEM []byte) (*Server, error) {
 	bin := filepath.Join(binDir, "versitygw")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s is missing (make tools builds it): %w", bin, err)
@@ -48,7 +55,18 @@ func Start(binDir, dir string) (*Server, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(bin, "--port", fmt.Sprintf(":%d", port), "posix", root)
+	args := []string{"--port", fmt.Sprintf(":%d", port)}
+	if certPEM != nil {
+		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--cert", certFile, "--key", keyFile)
+	}
+	s.cmd = exec.Command(bin, append(args, "posix", root)...)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKeyID, "ROOT_SECRET_KEY="+s.SecretAccessKey)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
