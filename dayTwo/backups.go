@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -338,6 +339,9 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	}
 	fail := func(msg string) error {
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s failed: %s", name, msg)
+		if err := r.recordFailure(ctx, client.ObjectKeyFromObject(cc), name+": "+msg); err != nil {
+			return err
+		}
 		return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
 			now := metav1.NewTime(r.now())
 			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
@@ -431,7 +435,11 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		ctrl.Log.WithName(ControllerName).Info("Backup completed", "backup", key, "bytes", res.Size, "keys", res.Header.Keys, "duration", took.String())
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupCompleted, "Backup",
 			"Backup %s: %d keys, %d bytes from %s in %s (%s)", name, res.Header.Keys, res.Size, a.Pod, took, res.Checksum)
-		if err := r.recordSuccess(bg, clusterKey, name, end); err != nil {
+		backupDuration.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Observe(took.Seconds())
+		backupSize.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(res.Size))
+		backupLastSuccess.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(end.Unix()))
+		if err := r.recordSuccess(bg, clusterKey, name, end, fmt.Sprintf("%s completed at %s: %d keys, %d bytes, s3://%s/%s",
+			name, end.UTC().Format(time.RFC3339), res.Header.Keys, res.Size, spec.Bucket, objectKey)); err != nil {
 			ctrl.Log.WithName(ControllerName).Error(err, "Recording the last successful backup", "cluster", clusterKey)
 		}
 		if err := r.applyRetention(bg, clusterKey); err != nil {
@@ -465,6 +473,11 @@ func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCl
 	}); uerr != nil && !apierrors.IsNotFound(uerr) && !errors.Is(uerr, errSuperseded) {
 		log.Error(uerr, "Recording a failed backup", "backup", key)
 	}
+	if !aborted {
+		if err := r.recordFailure(ctx, client.ObjectKeyFromObject(cc), key.Name+": "+msg); err != nil {
+			log.Error(err, "Recording LastBackupSucceeded", "cluster", client.ObjectKeyFromObject(cc))
+		}
+	}
 	if phase == cachev1alpha1.BackupFailed {
 		if err := r.applyRetention(ctx, client.ObjectKeyFromObject(cc)); err != nil {
 			log.Error(err, "Applying backup retention", "cluster", client.ObjectKeyFromObject(cc))
@@ -473,7 +486,7 @@ func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCl
 }
 
 // recordSuccess notes the newest completed backup in the cluster's status.
-func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.NamespacedName, name string, at time.Time) error {
+func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.NamespacedName, name string, at time.Time, msg string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cc := &cachev1alpha1.CacheCluster{}
 		if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
@@ -487,6 +500,27 @@ func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.Namespa
 			t := metav1.NewTime(at)
 			b.LastSuccessfulBackup, b.LastSuccessfulTime = name, &t
 			st.Backup = b
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionTrue,
+				Reason: cachev1alpha1.ReasonBackupSucceeded, Message: msg, ObservedGeneration: cc.Generation,
+			})
+		})
+	})
+}
+
+// recordFailure sets LastBackupSucceeded=False: the cluster keeps serving,
+// and the condition says why its backups do not.
+func (r *Reconciler) recordFailure(ctx context.Context, clusterKey types.NamespacedName, msg string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cc := &cachev1alpha1.CacheCluster{}
+		if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionFalse,
+				Reason: cachev1alpha1.ReasonBackupFailed, Message: msg, ObservedGeneration: cc.Generation,
+			})
 		})
 	})
 }
@@ -582,12 +616,16 @@ func ptrOr[T any](p *T, def T) T {
 func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster) (time.Duration, error) {
 	bs := cc.Spec.Backup
 	if !bs.Enabled || bs.S3 == nil {
+		labels := prometheus.Labels{"namespace": cc.Namespace, "cluster": cc.Name}
+		backupInterval.DeletePartialMatch(labels)
+		backupLastSuccess.DeletePartialMatch(labels)
 		return 0, nil
 	}
 	sched, err := backup.ParseSchedule(bs.Schedule)
 	if err != nil {
 		return 0, nil // day-one reports it as Stalled
 	}
+	recordScheduleMetrics(cc, sched)
 	last := cc.CreationTimestamp.Time
 	if cc.Status.Backup != nil && cc.Status.Backup.LastScheduleTime != nil {
 		last = cc.Status.Backup.LastScheduleTime.Time
@@ -636,6 +674,20 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	}
 	ctrl.LoggerFrom(ctx).Info("Scheduled backup created", "backup", name, "due", due)
 	return sched.Next(due).Sub(now), nil
+}
+
+// recordScheduleMetrics exports what the backup alert needs: the
+// schedule's interval and the last success.
+func recordScheduleMetrics(cc *cachev1alpha1.CacheCluster, sched cron.Schedule) {
+	first := sched.Next(time.Now())
+	if second := sched.Next(first); !first.IsZero() && !second.IsZero() {
+		backupInterval.WithLabelValues(cc.Namespace, cc.Name).Set(second.Sub(first).Seconds())
+	}
+	last := cc.CreationTimestamp.Time
+	if b := cc.Status.Backup; b != nil && b.LastSuccessfulTime != nil {
+		last = b.LastSuccessfulTime.Time
+	}
+	backupLastSuccess.WithLabelValues(cc.Namespace, cc.Name).Set(float64(last.Unix()))
 }
 
 func withScheduleTime(b *cachev1alpha1.BackupStatus, due time.Time) *cachev1alpha1.BackupStatus {

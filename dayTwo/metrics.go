@@ -48,10 +48,32 @@ var (
 		Help:    "Time from the start of an upgrade (pre-check included) to its end.",
 		Buckets: []float64{5, 10, 30, 60, 120, 300, 600, 1800},
 	}, []string{"namespace", "cluster"})
+
+	backupDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cacheops_backup_duration_seconds",
+		Help:    "Time to stream a completed backup to its target.",
+		Buckets: []float64{1, 5, 15, 30, 60, 300, 900, 3600},
+	}, []string{"namespace", "cluster"})
+
+	backupSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_backup_size_bytes",
+		Help: "Size of the last completed backup.",
+	}, []string{"namespace", "cluster"})
+
+	backupLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_backup_last_success_timestamp_seconds",
+		Help: "When the last backup completed (Unix time); the cluster's creation time while none has, so a schedule that never succeeds alerts too.",
+	}, []string{"namespace", "cluster"})
+
+	backupInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_backup_schedule_interval_seconds",
+		Help: "Time between two due times of the cluster's backup schedule; absent when scheduled backups are off.",
+	}, []string{"namespace", "cluster"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration)
+	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
+		backupDuration, backupSize, backupLastSuccess, backupInterval)
 }
 
 // recordMetrics exports what the last probes saw. Offsets and lag live here,
@@ -94,4 +116,8 @@ func forgetMetrics(key types.NamespacedName) {
 	switchovers.DeletePartialMatch(labels)
 	podRestarts.DeletePartialMatch(labels)
 	upgradeDuration.DeletePartialMatch(labels)
+	backupDuration.DeletePartialMatch(labels)
+	backupSize.DeletePartialMatch(labels)
+	backupLastSuccess.DeletePartialMatch(labels)
+	backupInterval.DeletePartialMatch(labels)
 }

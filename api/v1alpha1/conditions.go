@@ -27,6 +27,10 @@ const (
 	// once the master loaded the dump and its key count matches the
 	// backup's metadata, False with the reason when it does not.
 	ConditionRestored = "Restored"
+	// ConditionLastBackupSucceeded says whether the last backup attempt
+	// completed (True, BackupSucceeded) or failed (False, BackupFailed, with
+	// the error); absent until the first attempt ends.
+	ConditionLastBackupSucceeded = "LastBackupSucceeded"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -76,6 +80,9 @@ const (
 	ReasonRestoreVerified = "RestoreVerified"
 	// ReasonRestoreMismatch: the restored key count does not match.
 	ReasonRestoreMismatch = "RestoreKeyCountMismatch"
+	// ReasonBackupSucceeded / ReasonBackupFailed: the last backup attempt's end.
+	ReasonBackupSucceeded = "BackupSucceeded"
+	ReasonBackupFailed    = "BackupFailed"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.

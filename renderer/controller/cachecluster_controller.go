@@ -313,6 +313,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	} {
 		b = b.Owns(obj)
 	}
+	// A cluster restoring a CacheBackup starts when the backup completes.
+	b = b.Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &cachev1alpha1.CacheClusterList{}
+		if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, cc := range list.Items {
+			if rs := cc.Spec.Restore; rs != nil && rs.Backup == o.GetName() && cc.Status.RestoreFrom == nil {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&cc)})
+			}
+		}
+		return out
+	}))
 	// Pods belong to the StatefulSet, not to the CacheCluster; their label
 	// names the cluster.
 	b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

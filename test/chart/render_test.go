@@ -369,7 +369,7 @@ func TestChartMonitoring(t *testing.T) {
 			checkQuery(t, "alert "+name, expr, metrics)
 		}
 	}
-	for _, want := range []string{"CacheopsReconcileErrors", "CacheClusterFailover", "CacheClusterFailoverFlapping", "CacheClustersDegraded", "CacheClustersFailed", "CacheopsManagerDown"} {
+	for _, want := range []string{"CacheopsReconcileErrors", "CacheClusterFailover", "CacheClusterFailoverFlapping", "CacheClustersDegraded", "CacheClustersFailed", "CacheClusterBackupsMissing", "CacheopsManagerDown"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s; the chart has %v", want, alerts)
 		}

@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,4 +274,58 @@ func TestFailoverAbortsABackupThatIsRetried(t *testing.T) {
 	g.Expect(aborted[0].Message).To(ContainSubstring("failover"))
 	t.Logf("backup %s completed after %d attempts from %s (%d keys)", name, cb.Status.Attempts, cb.Status.SourcePod, cb.Status.Keys)
 	w.finish(t, g, masters)
+}
+
+// Backups that cannot be stored say so on the cluster, which keeps
+// serving; a dump that does not match its checksum is never loaded.
+func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-backup-bad"
+	newNamespace(t, ns)
+	target, store := backupTarget(g, ns, "bad")
+
+	// Wrong credentials.
+	g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "wrong-credentials", Namespace: ns},
+		StringData: map[string]string{"accessKeyID": "nobody", "secretAccessKey": "wrong"},
+	})).To(Succeed())
+	cc := loadExample(t, "basic", ns)
+	wrong := *target
+	wrong.CredentialsSecret = "wrong-credentials"
+	cc.Spec.Backup.S3 = &wrong
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitReplicating(g, cc)
+	name := backupNow(g, ns, "basic")
+	g.Eventually(func(g Gomega) {
+		c := condition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonBackupFailed))
+		g.Expect(c.Message).To(ContainSubstring(name))
+		g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "the cluster keeps serving")
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	t.Logf("LastBackupSucceeded=False: %s", condition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded).Message)
+
+	// A dump whose bytes do not match its metadata.
+	key := "e2e/corrupt.rdb"
+	dump := "REDIS0010\xfa\x09redis-ver\x067.0.15\xfe\x00\xfb\x01\x00\x00\x01k\x01v\xff" + strings.Repeat("\x00", 8)
+	g.Expect(store.Put(ctx, key, strings.NewReader(dump), int64(len(dump)))).To(Succeed())
+	g.Expect(store.PutMetadata(ctx, key, backup.Metadata{Keys: 1, Size: int64(len(dump)), Checksum: "sha256:" + strings.Repeat("0", 64)})).To(Succeed())
+	bad := loadExample(t, "basic", ns)
+	bad.Name = "corrupt"
+	bad.Spec.Replicas = ptr.To[int32](1)
+	bad.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: key, S3: target}
+	g.Expect(k8s.Create(ctx, bad)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		log, err := os.ReadFile(filepath.Join(env.PodLogDir(), ns+"_corrupt-0_restore.log"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(log)).To(ContainSubstring("checksum sha256:"))
+		g.Expect(string(log)).To(ContainSubstring("the metadata says sha256:0000"))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	p := pod(g, ns, "corrupt-0")
+	g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	g.Expect(p.Status.ContainerStatuses[0].State.Running).To(BeNil(), "redis-server never starts on a dump that failed its checksum")
+	g.Expect(condition(g, ns, "corrupt", cachev1alpha1.ConditionRestored)).To(BeNil())
+	g.Expect(condition(g, ns, "corrupt", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 }
