@@ -10,29 +10,38 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
-// benchKeys × benchValue bytes of incompressible values: a dump of about
-// 100 MiB.
-const (
-	benchKeys  = 200_000
-	benchValue = 512
-)
+// benchValue bytes of incompressible values, as many keys as make
+// CACHEOPS_BENCH_BACKUP_MIB (default 1024): a dump of about 1 GiB.
+const benchValue = 512
 
-// BenchmarkBackup streams a ~100 MiB dump. "baseline" is what Redis'
-// own tool does, `redis-cli --rdb FILE`: the snapshot to a local file, no
+func benchKeys() int {
+	mib := 1024
+	if v, err := strconv.Atoi(os.Getenv("CACHEOPS_BENCH_BACKUP_MIB")); err == nil && v > 0 {
+		mib = v
+	}
+	return mib << 20 / (benchValue + 32) // value plus key and RDB framing
+}
+
+// BenchmarkBackup streams a ~1 GiB dump. "baseline" is what Redis' own
+// tool does, `redis-cli --rdb FILE`: the snapshot to a local file, no
 // upload. "cacheops" is Take streaming it to a real S3 server (versitygw)
 // with its checksum, and reports the operator's peak Go heap while doing
-// so, the figure that shows the dump is never held in memory.
+// so, the figure that shows the dump is never held in memory. "restore"
+// is RestoreInto: the dump from the bucket into an empty data folder,
+// checksum checked, as a restored pod's init container does.
 func BenchmarkBackup(b *testing.B) {
 	ctx := context.Background()
 	rc := redisServer(b)
+	keys := benchKeys()
 	pipe := rc.Pipeline()
 	val := make([]byte, benchValue)
-	for i := range benchKeys {
+	for i := range keys {
 		_, _ = rand.Read(val)
 		pipe.Set(ctx, fmt.Sprintf("bench:%d", i), string(val), 0)
 		if i%5000 == 4999 {
@@ -83,14 +92,50 @@ func BenchmarkBackup(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if res.Header.Keys != benchKeys {
-				b.Fatalf("the dump holds %d keys, want %d", res.Header.Keys, benchKeys)
+			if res.Header.Keys != int64(keys) {
+				b.Fatalf("the dump holds %d keys, want %d", res.Header.Keys, keys)
 			}
 			size = res.Size
 		}
 		sort.Float64s(peaks)
 		b.ReportMetric(float64(size)/(1<<20), "dump_MiB")
 		b.ReportMetric(float64(size)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "MiB_per_s")
+		b.ReportMetric(peaks[len(peaks)-1], "peak_heap_MiB")
+	})
+
+	b.Run("restore", func(b *testing.B) {
+		b.StopTimer()
+		st := s3(b)
+		const key = "bench/restore.rdb"
+		res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, n int64) error {
+			return st.Put(ctx, key, r, n)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.PutMetadata(ctx, key, Metadata{Keys: res.Header.Keys, Size: res.Size, Checksum: res.Checksum}); err != nil {
+			b.Fatal(err)
+		}
+		var elapsed time.Duration
+		var peaks []float64
+		for i := 0; i < b.N; i++ {
+			dir := b.TempDir()
+			runtime.GC()
+			stop := sampleHeap()
+			start := time.Now()
+			b.StartTimer()
+			_, err := RestoreInto(ctx, st, key, dir, func(string, ...any) {})
+			b.StopTimer()
+			elapsed += time.Since(start)
+			peaks = append(peaks, stop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = os.RemoveAll(dir)
+		}
+		sort.Float64s(peaks)
+		b.ReportMetric(float64(res.Size)/(1<<20), "dump_MiB")
+		b.ReportMetric(float64(res.Size)*float64(b.N)/(1<<20)/elapsed.Seconds(), "MiB_per_s")
 		b.ReportMetric(peaks[len(peaks)-1], "peak_heap_MiB")
 	})
 }
