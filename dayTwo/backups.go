@@ -118,6 +118,7 @@ func planBackup(s Snapshot) Action {
 type backupRuns struct {
 	mu   sync.Mutex
 	runs map[types.NamespacedName]backupRun // by CacheBackup
+	wg   sync.WaitGroup
 }
 
 type backupRun struct {
@@ -132,6 +133,7 @@ func (b *backupRuns) running(key types.NamespacedName) bool {
 	return ok
 }
 
+// add records a run; false when one runs for the CacheBackup already.
 func (b *backupRuns) add(key types.NamespacedName, cluster string, cancel context.CancelCauseFunc) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -142,6 +144,7 @@ func (b *backupRuns) add(key types.NamespacedName, cluster string, cancel contex
 		b.runs = map[types.NamespacedName]backupRun{}
 	}
 	b.runs[key] = backupRun{cluster: cluster, cancel: cancel}
+	b.wg.Add(1)
 	return true
 }
 
@@ -149,51 +152,49 @@ func (b *backupRuns) done(key types.NamespacedName) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.runs, key)
+	b.wg.Done()
+}
+
+// cancel cancels the runs that match.
+func (b *backupRuns) cancel(match func(types.NamespacedName, backupRun) bool, cause error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key, run := range b.runs {
+		if match(key, run) {
+			run.cancel(cause)
+		}
+	}
 }
 
 // abortOne cancels the run of one CacheBackup.
-func (b *backupRuns) abortOne(key types.NamespacedName, cause error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if run, ok := b.runs[key]; ok {
-		run.cancel(cause)
-	}
+func (b *backupRuns) abortOne(backup types.NamespacedName, cause error) {
+	b.cancel(func(key types.NamespacedName, _ backupRun) bool { return key == backup }, cause)
+}
+
+// abort cancels the runs of a cluster.
+func (b *backupRuns) abort(cluster types.NamespacedName, cause error) {
+	b.cancel(func(key types.NamespacedName, run backupRun) bool {
+		return key.Namespace == cluster.Namespace && run.cluster == cluster.Name
+	}, cause)
 }
 
 // Start waits for the manager to stop, then cancels every run and waits
-// for them to record their end, so a new leader does not start a second
-// attempt while this one still uploads.
+// (10 s at most) for them to record their end, so a new leader does not
+// start a second attempt while this one still uploads.
 func (b *backupRuns) Start(ctx context.Context) error {
 	<-ctx.Done()
-	b.mu.Lock()
-	for _, run := range b.runs {
-		run.cancel(errors.New("the operator is stopping"))
-	}
-	b.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		b.mu.Lock()
-		n := len(b.runs)
-		b.mu.Unlock()
-		if n == 0 {
-			break
-		}
+	b.cancel(func(types.NamespacedName, backupRun) bool { return true }, errors.New("the operator is stopping"))
+	ended := make(chan struct{})
+	go func() { b.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
 	}
 	return nil
 }
 
 // NeedLeaderElection: the runs belong to the leader.
 func (b *backupRuns) NeedLeaderElection() bool { return true }
-
-// abort cancels the runs of a cluster.
-func (b *backupRuns) abort(cluster types.NamespacedName, cause error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for key, run := range b.runs {
-		if key.Namespace == cluster.Namespace && run.cluster == cluster.Name {
-			run.cancel(cause)
-		}
-	}
-}
 
 // clusterBackups lists the CacheBackups of a cluster.
 func (r *Reconciler) clusterBackups(ctx context.Context, cc *cachev1alpha1.CacheCluster) ([]cachev1alpha1.CacheBackup, error) {
@@ -217,11 +218,7 @@ func (r *Reconciler) clusterBackups(ctx context.Context, cc *cachev1alpha1.Cache
 }
 
 // observeBackups fills the snapshot's view of the cluster's backups.
-func (r *Reconciler) observeBackups(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *Snapshot) error {
-	backups, err := r.clusterBackups(ctx, cc)
-	if err != nil {
-		return err
-	}
+func (r *Reconciler) observeBackups(cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *Snapshot) {
 	opBackup := ""
 	if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
 		opBackup = op.Backup
@@ -250,7 +247,6 @@ func (r *Reconciler) observeBackups(ctx context.Context, cc *cachev1alpha1.Cache
 			snap.PendingBackup = b.Name
 		}
 	}
-	return nil
 }
 
 // s3Target reads the credentials (and CA) of a bucket from the cluster's
@@ -283,14 +279,16 @@ type missingKeyError struct{ msg string }
 func (e *missingKeyError) Error() string { return e.msg }
 
 // updateBackup writes a CacheBackup's status on a fresh read, retrying
-// conflicts.
-func (r *Reconciler) updateBackup(ctx context.Context, key types.NamespacedName, mutate func(*cachev1alpha1.CacheBackup)) error {
+// conflicts. mutate may refuse the write by returning an error.
+func (r *Reconciler) updateBackup(ctx context.Context, key types.NamespacedName, mutate func(*cachev1alpha1.CacheBackup) error) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		b := &cachev1alpha1.CacheBackup{}
 		if err := r.APIReader.Get(ctx, key, b); err != nil {
 			return err
 		}
-		mutate(b)
+		if err := mutate(b); err != nil {
+			return err
+		}
 		return r.Client.Status().Update(ctx, b)
 	})
 }
@@ -302,16 +300,12 @@ var errSuperseded = errors.New("superseded by a newer attempt")
 // finishAttempt writes an attempt's end, only if the CacheBackup still
 // records this attempt as running.
 func (r *Reconciler) finishAttempt(ctx context.Context, key types.NamespacedName, uid types.UID, attempt int32, mutate func(*cachev1alpha1.CacheBackup)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		b := &cachev1alpha1.CacheBackup{}
-		if err := r.APIReader.Get(ctx, key, b); err != nil {
-			return err
-		}
+	return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		if b.UID != uid || b.Status.Attempts != attempt || b.Status.Phase != cachev1alpha1.BackupRunning {
 			return errSuperseded
 		}
 		mutate(b)
-		return r.Client.Status().Update(ctx, b)
+		return nil
 	})
 }
 
@@ -342,9 +336,10 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		if err := r.recordFailure(ctx, client.ObjectKeyFromObject(cc), name+": "+msg); err != nil {
 			return err
 		}
-		return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+		return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 			now := metav1.NewTime(r.now())
 			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
+			return nil
 		})
 	}
 	if cb.Status.Attempts >= maxBackupAttempts {
@@ -375,11 +370,11 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	}
 	start := r.now()
 	attempt := cb.Status.Attempts + 1
-	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) {
+	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		t := metav1.NewTime(start)
 		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, attempt, a.Pod, &t, nil
-		b.Status.Scheduled = b.Labels[LabelScheduled] == "true"
 		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to s3://%s/%s", a.Pod, spec.Bucket, objectKey)
+		return nil
 	}); err != nil {
 		r.backups.done(key)
 		cancel(nil)
@@ -487,23 +482,17 @@ func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCl
 
 // recordSuccess notes the newest completed backup in the cluster's status.
 func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.NamespacedName, name string, at time.Time, msg string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cc := &cachev1alpha1.CacheCluster{}
-		if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
-			return client.IgnoreNotFound(err)
+	return r.patchFreshStatus(ctx, clusterKey, func(cc *cachev1alpha1.CacheCluster, st *cachev1alpha1.CacheClusterStatus) {
+		b := &cachev1alpha1.BackupStatus{}
+		if st.Backup != nil {
+			b = st.Backup.DeepCopy()
 		}
-		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			b := &cachev1alpha1.BackupStatus{}
-			if st.Backup != nil {
-				b = st.Backup.DeepCopy()
-			}
-			t := metav1.NewTime(at)
-			b.LastSuccessfulBackup, b.LastSuccessfulTime = name, &t
-			st.Backup = b
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-				Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionTrue,
-				Reason: cachev1alpha1.ReasonBackupSucceeded, Message: msg, ObservedGeneration: cc.Generation,
-			})
+		t := metav1.NewTime(at)
+		b.LastSuccessfulBackup, b.LastSuccessfulTime = name, &t
+		st.Backup = b
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionTrue,
+			Reason: cachev1alpha1.ReasonBackupSucceeded, Message: msg, ObservedGeneration: cc.Generation,
 		})
 	})
 }
@@ -511,17 +500,23 @@ func (r *Reconciler) recordSuccess(ctx context.Context, clusterKey types.Namespa
 // recordFailure sets LastBackupSucceeded=False: the cluster keeps serving,
 // and the condition says why its backups do not.
 func (r *Reconciler) recordFailure(ctx context.Context, clusterKey types.NamespacedName, msg string) error {
+	return r.patchFreshStatus(ctx, clusterKey, func(cc *cachev1alpha1.CacheCluster, st *cachev1alpha1.CacheClusterStatus) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionFalse,
+			Reason: cachev1alpha1.ReasonBackupFailed, Message: msg, ObservedGeneration: cc.Generation,
+		})
+	})
+}
+
+// patchFreshStatus patches a cluster's status from outside its reconcile
+// (a backup's goroutine): on a fresh read, retrying conflicts.
+func (r *Reconciler) patchFreshStatus(ctx context.Context, key types.NamespacedName, mutate func(*cachev1alpha1.CacheCluster, *cachev1alpha1.CacheClusterStatus)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cc := &cachev1alpha1.CacheCluster{}
-		if err := r.APIReader.Get(ctx, clusterKey, cc); err != nil {
+		if err := r.APIReader.Get(ctx, key, cc); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-				Type: cachev1alpha1.ConditionLastBackupSucceeded, Status: metav1.ConditionFalse,
-				Reason: cachev1alpha1.ReasonBackupFailed, Message: msg, ObservedGeneration: cc.Generation,
-			})
-		})
+		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { mutate(cc, st) })
 	})
 }
 
@@ -613,7 +608,7 @@ func ptrOr[T any](p *T, def T) T {
 // schedule creates the CacheBackup the schedule asks for, once per due
 // time (after an outage, one for the latest missed time), and tells when
 // the next is due.
-func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster) (time.Duration, error) {
+func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup) (time.Duration, error) {
 	bs := cc.Spec.Backup
 	if !bs.Enabled || bs.S3 == nil {
 		labels := prometheus.Labels{"namespace": cc.Namespace, "cluster": cc.Name}
@@ -640,10 +635,6 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	}
 	// One scheduled backup at a time: while the last one still waits or
 	// runs (a backup longer than the interval), this due time is skipped.
-	backups, err := r.clusterBackups(ctx, cc)
-	if err != nil {
-		return 0, err
-	}
 	for _, b := range backups {
 		if b.Labels[LabelScheduled] == "true" && b.Status.Phase != cachev1alpha1.BackupCompleted && b.Status.Phase != cachev1alpha1.BackupFailed {
 			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupSkipped, "Schedule",

@@ -187,10 +187,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.observeWorkload(ctx, cc, &snap); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.observeBackups(ctx, cc, &snap); err != nil {
+	backups, err := r.clusterBackups(ctx, cc)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nextBackup, err := r.schedule(ctx, cc)
+	r.observeBackups(cc, backups, &snap)
+	nextBackup, err := r.schedule(ctx, cc, backups)
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil

@@ -50,9 +50,6 @@ type CacheBackupStatus struct {
 	// operator restart is started again, up to five times.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
-	// Scheduled is true for a backup the schedule created.
-	// +optional
-	Scheduled bool `json:"scheduled,omitempty"`
 	// SourcePod is the pod the dump was taken from.
 	// +optional
 	SourcePod string `json:"sourcePod,omitempty"`

@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -59,19 +58,18 @@ func backupNow(args []string, stdout io.Writer) error {
 	if *wait == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(*wait)
-	for time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
-			return err
+	done, err := waitFor(ctx, c, cb, *wait, func() (bool, error) {
+		if cb.Status.Phase == cachev1alpha1.BackupFailed {
+			return false, fmt.Errorf("backup %s failed: %s", cb.Name, cb.Status.Message)
 		}
-		switch cb.Status.Phase {
-		case cachev1alpha1.BackupCompleted:
-			fmt.Fprintf(stdout, "completed: %d keys, %d bytes, s3://%s/%s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location.Bucket, cb.Status.Location.Key, cb.Status.Checksum)
-			return nil
-		case cachev1alpha1.BackupFailed:
-			return fmt.Errorf("backup %s failed: %s", cb.Name, cb.Status.Message)
-		}
+		return cb.Status.Phase == cachev1alpha1.BackupCompleted, nil
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("backup %s did not complete within %s (phase %s: %s)", cb.Name, *wait, orDash(string(cb.Status.Phase)), cb.Status.Message)
+	if !done {
+		return fmt.Errorf("backup %s did not complete within %s (phase %s: %s)", cb.Name, *wait, orDash(string(cb.Status.Phase)), cb.Status.Message)
+	}
+	fmt.Fprintf(stdout, "completed: %d keys, %d bytes, s3://%s/%s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location.Bucket, cb.Status.Location.Key, cb.Status.Checksum)
+	return nil
 }

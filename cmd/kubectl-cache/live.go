@@ -166,27 +166,40 @@ func switchover(args []string, stdout io.Writer) error {
 	if *wait == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(*wait)
-	for time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
-			return err
-		}
+	done, err := waitFor(ctx, c, cc, *wait, func() (bool, error) {
 		if _, pending := cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo]; pending {
-			continue
+			return false, nil
 		}
 		if cc.Status.CurrentMaster == from {
-			return fmt.Errorf("the switchover was not done: %s is still the master (see kubectl describe cc %s)", from, name)
+			return false, fmt.Errorf("the switchover was not done: %s is still the master (see kubectl describe cc %s)", from, name)
 		}
 		// Done when the new master carries the label the client Service
 		// selects, so traffic goes there.
-		if !labelledMaster(cc) {
-			continue
-		}
-		fmt.Fprintf(stdout, "%s is the master\n", cc.Status.CurrentMaster)
-		return nil
+		return labelledMaster(cc), nil
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("the switchover did not finish within %s", *wait)
+	if !done {
+		return fmt.Errorf("the switchover did not finish within %s", *wait)
+	}
+	fmt.Fprintf(stdout, "%s is the master\n", cc.Status.CurrentMaster)
+	return nil
+}
+
+// waitFor reads obj again every 250 ms until done says so, fails, or wait
+// has passed (then false).
+func waitFor(ctx context.Context, c client.Client, obj client.Object, wait time.Duration, done func() (bool, error)) (bool, error) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err
+		}
+		if ok, err := done(); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // labelledMaster tells whether the recorded master is labelled master.

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -112,7 +112,7 @@ func (s *Store) PutMetadata(ctx context.Context, key string, m Metadata) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.client.PutObject(ctx, s.t.Bucket, MetadataKey(key), strings.NewReader(string(b)), int64(len(b)),
+	_, err = s.client.PutObject(ctx, s.t.Bucket, MetadataKey(key), bytes.NewReader(b), int64(len(b)),
 		minio.PutObjectOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("uploading s3://%s/%s: %w", s.t.Bucket, MetadataKey(key), err)

@@ -34,24 +34,20 @@ func BenchmarkUpgrade(b *testing.B) {
 	root := repoRoot()
 	c, k8s, stop := startOperatorCluster(b, root, filepath.Join(root, "bin"))
 	defer stop()
-	b.Run("baseline", func(b *testing.B) {
-		b.StopTimer()
-		var took, pauses []time.Duration
-		for i := 0; i < b.N; i++ {
-			d, p := upgradeRun(b, c, k8s, fmt.Sprintf("bench-restart-%d", nextRun()), false)
-			took, pauses = append(took, d), append(pauses, p)
-		}
-		reportUpgrade(b, took, pauses)
-	})
-	b.Run("cacheops", func(b *testing.B) {
-		b.StopTimer()
-		var took, pauses []time.Duration
-		for i := 0; i < b.N; i++ {
-			d, p := upgradeRun(b, c, k8s, fmt.Sprintf("bench-upgrade-%d", nextRun()), true)
-			took, pauses = append(took, d), append(pauses, p)
-		}
-		reportUpgrade(b, took, pauses)
-	})
+	for _, v := range []struct {
+		name, prefix string
+		cacheops     bool
+	}{{"baseline", "bench-restart", false}, {"cacheops", "bench-upgrade", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.StopTimer()
+			var took, pauses []time.Duration
+			for i := 0; i < b.N; i++ {
+				d, p := upgradeRun(b, c, k8s, fmt.Sprintf("%s-%d", v.prefix, nextRun()), v.cacheops)
+				took, pauses = append(took, d), append(pauses, p)
+			}
+			reportUpgrade(b, took, pauses)
+		})
+	}
 }
 
 // runs numbers the namespaces: the testing package calls a benchmark's

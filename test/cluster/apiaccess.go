@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -192,15 +194,11 @@ func (p *provider) writeToken(ctx context.Context, pod *corev1.Pod, dir string) 
 
 // withDefaults adds NAME=value entries for the names env does not set.
 func withDefaults(env []string, defaults map[string]string) []string {
-	set := map[string]bool{}
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		set[name] = true
-	}
 	out := append([]string(nil), env...)
-	for _, name := range []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_PORT"} {
-		if v, ok := defaults[name]; ok && !set[name] {
-			out = append(out, name+"="+v)
+	names := slices.Sorted(maps.Keys(defaults))
+	for _, name := range names {
+		if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			out = append(out, name+"="+defaults[name])
 		}
 	}
 	return out

@@ -319,42 +319,29 @@ func (r *podRuntime) run(id string) {
 	}
 
 	// Volumes may wait for a claim to bind or a Secret to appear.
-	for {
+	if !r.untilReady(func() error {
 		vols, err := p.prepareVolumes(r.ctx, r.pod, r.dir)
 		if err == nil {
 			p.mu.Lock()
 			r.vols = vols
-			r.podErr = ""
 			p.mu.Unlock()
-			break
 		}
-		p.mu.Lock()
-		r.podErr = err.Error()
-		p.mu.Unlock()
-		r.publish()
-		if !sleepCtx(r.ctx, time.Second) {
-			return
-		}
+		return err
+	}) {
+		return
 	}
-
-	if p.api != nil && mountsToken(r.pod) {
+	// A token, for pods that mount one; its account may not exist yet.
+	if p.api != nil && mountsToken(r.pod) && !r.untilReady(func() error {
 		dir := filepath.Join(r.dir, "serviceaccount")
-		for {
-			err := p.writeToken(r.ctx, r.pod, dir)
-			if err == nil {
-				p.mu.Lock()
-				r.tokenDir = dir
-				p.mu.Unlock()
-				break
-			}
+		err := p.writeToken(r.ctx, r.pod, dir)
+		if err == nil {
 			p.mu.Lock()
-			r.podErr = err.Error()
+			r.tokenDir = dir
 			p.mu.Unlock()
-			r.publish()
-			if !sleepCtx(r.ctx, time.Second) {
-				return
-			}
 		}
+		return err
+	}) {
+		return
 	}
 
 	for _, c := range r.inits {
@@ -376,6 +363,27 @@ func (r *podRuntime) run(id string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// untilReady runs step once a second until it succeeds, showing its error
+// in the pod's status meanwhile; false when the pod stops first.
+func (r *podRuntime) untilReady(step func() error) bool {
+	for {
+		err := step()
+		r.p.mu.Lock()
+		r.podErr = ""
+		if err != nil {
+			r.podErr = err.Error()
+		}
+		r.p.mu.Unlock()
+		if err == nil {
+			return true
+		}
+		r.publish()
+		if !sleepCtx(r.ctx, time.Second) {
+			return false
+		}
+	}
 }
 
 // fail records a pod-level problem.

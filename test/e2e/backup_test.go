@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	daytwo "github.com/cacheops/cacheops/dayTwo"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 )
 
@@ -64,6 +65,18 @@ func condition(g Gomega, ns, name, typ string) *metav1.Condition {
 	cc := &cachev1alpha1.CacheCluster{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc)).To(Succeed())
 	return meta.FindStatusCondition(cc.Status.Conditions, typ)
+}
+
+// waitCondition waits for a cluster's condition to have a status and
+// returns it.
+func waitCondition(g Gomega, ns, name, typ string, want metav1.ConditionStatus) *metav1.Condition {
+	var c *metav1.Condition
+	g.Eventually(func(g Gomega) {
+		c = condition(g, ns, name, typ)
+		g.Expect(c).NotTo(BeNil(), "no %s condition yet", typ)
+		g.Expect(c.Status).To(Equal(want), c.Message)
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	return c
 }
 
 // A backup taken while a client writes, one taken after, a restore of the
@@ -117,12 +130,7 @@ func TestBackupAndRestore(t *testing.T) {
 	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: second}
 	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
 	waitReplicating(g, restored)
-	g.Eventually(func(g Gomega) {
-		c := condition(g, ns, "restored", cachev1alpha1.ConditionRestored)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
-	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	t.Logf("Restored: %s", condition(g, ns, "restored", cachev1alpha1.ConditionRestored).Message)
+	t.Logf("Restored: %s", waitCondition(g, ns, "restored", cachev1alpha1.ConditionRestored, metav1.ConditionTrue).Message)
 	copyOf := &workload{ns: ns, cluster: "restored", password: password(g, ns, "restored"), acked: w.acked}
 	checked, lost := copyOf.Verify(g)
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing from the restored cluster")
@@ -143,7 +151,7 @@ func TestBackupAndRestore(t *testing.T) {
 		for _, b := range list.Items {
 			if b.Status.Phase == cachev1alpha1.BackupCompleted {
 				completed++
-				if b.Status.Scheduled {
+				if b.Labels[daytwo.LabelScheduled] == "true" {
 					scheduled++
 				}
 			}
@@ -184,11 +192,7 @@ func TestBackupAndRestore(t *testing.T) {
 	dr.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: key, S3: target}
 	g.Expect(k8s.Create(ctx, dr)).To(Succeed())
 	waitReplicating(g, dr)
-	g.Eventually(func(g Gomega) {
-		c := condition(g, ns, "dr", cachev1alpha1.ConditionRestored)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
-	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	waitCondition(g, ns, "dr", cachev1alpha1.ConditionRestored, metav1.ConditionTrue)
 	fromBucket := &workload{ns: ns, cluster: "dr", password: password(g, ns, "dr"), acked: w.acked}
 	_, lost = fromBucket.Verify(g)
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing after the disaster recovery")
@@ -297,15 +301,11 @@ func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	waitReplicating(g, cc)
 	name := backupNow(g, ns, "basic")
-	g.Eventually(func(g Gomega) {
-		c := condition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonBackupFailed))
-		g.Expect(c.Message).To(ContainSubstring(name))
-		g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "the cluster keeps serving")
-	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	t.Logf("LastBackupSucceeded=False: %s", condition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded).Message)
+	failed := waitCondition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded, metav1.ConditionFalse)
+	g.Expect(failed.Reason).To(Equal(cachev1alpha1.ReasonBackupFailed))
+	g.Expect(failed.Message).To(ContainSubstring(name))
+	g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "the cluster keeps serving")
+	t.Logf("LastBackupSucceeded=False: %s", failed.Message)
 
 	// A dump whose bytes do not match its metadata.
 	key := "e2e/corrupt.rdb"
