@@ -717,7 +717,9 @@ func latestDue(sched cron.Schedule, last, now time.Time) (time.Time, bool) {
 // this operator cannot read) is reported as restored, saying so.
 func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, master PodState, pw string) error {
 	loc := renderer.RestoreLocation(cc)
-	if loc == nil || meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil {
+	op := cc.Status.Operation
+	recovering := op != nil && op.Type == cachev1alpha1.OperationRestore
+	if loc == nil || (!recovering && meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil) {
 		return nil
 	}
 	cond := metav1.Condition{Type: cachev1alpha1.ConditionRestored, ObservedGeneration: cc.Generation}
@@ -766,7 +768,15 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 		typ = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(cc, nil, typ, cachev1alpha1.EventRestored, "Restore", "%s", cond.Message)
-	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { meta.SetStatusCondition(&st.Conditions, cond) })
+	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+		meta.SetStatusCondition(&st.Conditions, cond)
+		if recovering {
+			// A disaster recovery goes on: traffic to the checked master.
+			next := st.Operation.DeepCopy()
+			next.Step = cachev1alpha1.StepVerified
+			st.Operation = next
+		}
+	})
 }
 
 func (r *Reconciler) restoreMetadata(ctx context.Context, ns string, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {

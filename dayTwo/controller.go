@@ -192,6 +192,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.observeBackups(cc, backups, &snap)
+	if err := r.observeRestore(ctx, cc, backups, &snap); err != nil {
+		return ctrl.Result{}, err
+	}
 	nextBackup, err := r.schedule(ctx, cc, backups)
 	if err != nil {
 		if apierrors.IsConflict(err) {
@@ -261,6 +264,9 @@ func (r *Reconciler) now() time.Time {
 // execute takes one step.
 func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
 	log := ctrl.LoggerFrom(ctx)
+	if ok, err := r.executeRestore(ctx, cc, snap, a, pw); ok {
+		return err
+	}
 	switch a.Type {
 	case ActionBootstrap:
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMaster = a.Pod }); err != nil {
@@ -268,10 +274,6 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		}
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
 		return nil
-
-	case ActionVerifyRestore:
-		p, _ := snap.pod(a.Pod)
-		return r.verifyRestore(ctx, cc, p, pw)
 
 	case ActionStartFailover:
 		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
@@ -303,7 +305,7 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleReplica)
 
 	case ActionPromote:
-		if cc.Status.Operation != nil {
+		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationFailover {
 			// Decide on fresh offsets, not on the last probe: a replica may
 			// have received more of the stream since.
 			if better := r.freshBest(ctx, snap, cc.Status.Operation, pw); better != "" && better != a.Pod {
@@ -557,6 +559,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
+		// A disaster recovery waits for its restore ConfigMap.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
 		WatchesRawSource(source.Channel(r.Prober.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)

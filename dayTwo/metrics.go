@@ -28,6 +28,11 @@ var (
 		Help: "Master replication offset minus the replica's, as last probed.",
 	}, []string{"namespace", "cluster", "pod"})
 
+	redisKeys = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_redis_keys",
+		Help: "Keys in the pod's Redis (all databases), as last probed.",
+	}, []string{"namespace", "cluster", "pod"})
+
 	podReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cacheops_redis_reachable",
 		Help: "1 when the pod's Redis answered the last probe.",
@@ -72,7 +77,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
+	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, redisKeys, podReachable, switchovers, podRestarts, upgradeDuration,
 		backupDuration, backupSize, backupLastSuccess, backupInterval)
 }
 
@@ -111,6 +116,7 @@ func forgetMetrics(key types.NamespacedName) {
 	podRole.DeletePartialMatch(labels)
 	replicationLag.DeletePartialMatch(labels)
 	podReachable.DeletePartialMatch(labels)
+	redisKeys.DeletePartialMatch(labels)
 	failovers.DeletePartialMatch(labels)
 	failoverDuration.DeletePartialMatch(labels)
 	switchovers.DeletePartialMatch(labels)

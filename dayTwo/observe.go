@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -38,6 +39,14 @@ type Observation struct {
 	Loading bool
 	// UptimeSeconds tells a restarted server from one that kept running.
 	UptimeSeconds int64
+	// RunID is run_id: it changes with every start of redis-server.
+	RunID string
+	// LostData: this redis-server started empty (and holds no key still)
+	// while the run before it in this pod, as the prober saw it last,
+	// held keys: its data folder was lost or wiped. An emptied dataset
+	// (FLUSHALL, expiry) is not a loss: the run did not change. Known
+	// only from what this operator process saw.
+	LostData bool
 	// FailoverState is master_failover_state: no-failover,
 	// waiting-for-sync or failover-in-progress.
 	FailoverState string
@@ -70,6 +79,17 @@ type clusterProbe struct {
 	password string
 	period   time.Duration
 	results  map[string]Observation
+	// runs remembers, per pod name, the last run of redis-server seen
+	// there, across pod recreation (a lost volume comes back as a new
+	// pod with the same name).
+	runs map[string]run
+}
+
+// run is one start of redis-server in a pod, as last observed.
+type run struct {
+	id   string
+	keys int64
+	lost bool
 }
 
 // NewProber returns a prober whose wake-ups arrive on Events().
@@ -87,7 +107,7 @@ func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, passwo
 	cp, ok := p.clusters[key]
 	if !ok {
 		ctx, cancel := context.WithCancel(context.Background())
-		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}}
+		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}}
 		p.clusters[key] = cp
 		cp.set(targets, password, period)
 		go p.run(ctx, key, cp)
@@ -183,6 +203,9 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 			if cp.record(o) {
 				wake = true
 			}
+			if o.Reachable {
+				redisKeys.WithLabelValues(key.Namespace, key.Name, o.Pod).Set(float64(o.Keys))
+			}
 		}
 		if wake {
 			select {
@@ -217,6 +240,21 @@ func (cp *clusterProbe) record(o Observation) bool {
 		// changed.
 		o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
 	}
+	if o.Reachable && !o.Loading && o.RunID != "" {
+		r := cp.runs[o.Pod]
+		if r.id != o.RunID {
+			r = run{id: o.RunID, lost: r.id != "" && r.keys > 0 && o.Keys == 0}
+			if r.lost {
+				ctrl.Log.WithName("prober").Info("redis-server restarted without the keys its previous run held", "pod", o.Pod, "runID", o.RunID, "previousKeys", cp.runs[o.Pod].keys)
+			}
+		}
+		r.keys = o.Keys
+		if o.Keys > 0 {
+			r.lost = false
+		}
+		cp.runs[o.Pod] = r
+	}
+	o.LostData = cp.runs[o.Pod].lost && o.Keys == 0
 	cp.results[o.Pod] = o
 	return !had || significant(prev, o) || !o.Reachable
 }
@@ -241,7 +279,7 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 func significant(a, b Observation) bool {
 	return a.Reachable != b.Reachable || a.Role != b.Role || a.MasterHost != b.MasterHost ||
 		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID || a.FailoverState != b.FailoverState ||
-		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds
+		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds || a.LostData != b.LostData
 }
 
 // ProbeOnce asks one pod's Redis for its replication state, within the
@@ -297,6 +335,8 @@ func parseInfo(info string, o *Observation) {
 			o.FailoverState = v
 		case k == "loading":
 			o.Loading = v == "1"
+		case k == "run_id":
+			o.RunID = v
 		case k == "uptime_in_seconds":
 			o.UptimeSeconds, _ = strconv.ParseInt(v, 10, 64)
 		case k == "master_repl_offset" && o.Role != "slave":

@@ -47,6 +47,11 @@ func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.Cach
 		if sts.Spec.Replicas != nil {
 			st.Replicas = *sts.Spec.Replicas
 		}
+		for _, c := range sts.Spec.Template.Spec.InitContainers {
+			if c.Name == "restore" {
+				st.RestoreInit = true
+			}
+		}
 		snap.StatefulSet = st
 	}
 
@@ -262,10 +267,14 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 			return nil
 		}
 		op := cc.Status.Operation.DeepCopy()
-		op.StepStartedAt = &now
-		// Record the restart before it happens: its deadline starts now.
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
-			return err
+		if op.Type != cachev1alpha1.OperationRestore {
+			// Record the restart before it happens: its deadline starts
+			// now. (A restore recreates every pod made before its step
+			// began; that time stays.)
+			op.StepStartedAt = &now
+			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
+				return err
+			}
 		}
 		uid := live.UID
 		if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil {

@@ -154,6 +154,18 @@ type Snapshot struct {
 	Backup *BackupState
 	// PendingBackup is the oldest CacheBackup waiting for its turn.
 	PendingBackup string
+
+	// AutoRestore is spec.backup.autoRestore.
+	AutoRestore bool
+	// DataLost: the DataLost condition is True.
+	DataLost bool
+	// AcceptDataLoss: the annotation accepting a data loss is set.
+	AcceptDataLoss bool
+	// LatestBackup is the newest completed CacheBackup of the cluster; nil
+	// when there is none.
+	LatestBackup *RestorePoint
+	// RestoreConfig is the restore ConfigMap; nil when absent.
+	RestoreConfig *RestoreConfig
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.
@@ -164,6 +176,8 @@ type StatefulSetState struct {
 	TemplateKey    string
 	Replicas       int32
 	UpdateRevision string
+	// RestoreInit: the pod template has the restore init container.
+	RestoreInit bool
 }
 
 // PrecheckState is the pre-check pod as last observed.
@@ -208,8 +222,14 @@ func healthy(p PodState) bool {
 // and labelled; every other reachable pod a replica of it, labelled replica;
 // a failed master replaced by the replica holding the most data.
 func Plan(s Snapshot) Action {
+	if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationRestore {
+		return planRestore(s)
+	}
 	if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationFailover {
 		return planFailover(s)
+	}
+	if a := planDataLoss(s); a.Type != ActionNone {
+		return a
 	}
 	if s.CurrentMaster == "" {
 		return planBootstrap(s)
@@ -276,6 +296,15 @@ func Plan(s Snapshot) Action {
 	if s.RestorePending {
 		return Action{Type: ActionVerifyRestore, Pod: master.Name, Reason: "compare the restored keys with the backup's metadata"}
 	}
+	if a := converge(s, master); a.Type != ActionNone {
+		return a
+	}
+	return planOperations(s)
+}
+
+// converge labels the master, and makes every other reachable pod a
+// labelled replica of it.
+func converge(s Snapshot, master PodState) Action {
 	if master.RoleLabel != cachev1alpha1.RoleMaster {
 		return Action{Type: ActionLabelMaster, Pod: master.Name}
 	}
@@ -292,7 +321,7 @@ func Plan(s Snapshot) Action {
 			return Action{Type: ActionLabelReplica, Pod: p.Name}
 		}
 	}
-	return planOperations(s)
+	return Action{Type: ActionNone}
 }
 
 // planBootstrap chooses the first master: the reachable pod with the most

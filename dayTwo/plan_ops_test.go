@@ -404,7 +404,7 @@ func TestSimulateVersionBump(t *testing.T) {
 	head.Spec.Version = "7.2.4"
 	five := int32(5)
 	head.Spec.Replicas = &five
-	steps, err := Simulate(base, head, "")
+	steps, err := Simulate(base, head, "", false)
 	g.Expect(err).NotTo(HaveOccurred())
 	var restarts, switchovers, ops []string
 	for _, a := range steps {
@@ -428,7 +428,7 @@ func TestSimulateScaleDownMovesTheMasterFirst(t *testing.T) {
 	base := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &five}}
 	head := base.DeepCopy()
 	head.Spec.Replicas = &three
-	steps, err := Simulate(base, head, "c-4")
+	steps, err := Simulate(base, head, "c-4", false)
 	g.Expect(err).NotTo(HaveOccurred())
 	at := map[ActionType]int{}
 	for i, a := range steps {
@@ -450,7 +450,7 @@ func TestSimulateRequestedSwitchoverToTheBestReplicaEnds(t *testing.T) {
 	base := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three}}
 	head := base.DeepCopy()
 	head.Annotations = map[string]string{cachev1alpha1.AnnotationSwitchoverTo: cachev1alpha1.SwitchoverToBest}
-	steps, err := Simulate(base, head, "")
+	steps, err := Simulate(base, head, "", false)
 	g.Expect(err).NotTo(HaveOccurred())
 	n := 0
 	for _, a := range steps {

@@ -15,8 +15,10 @@ import (
 // with every step assumed to succeed (pods restart, sync and answer at
 // once). It is what `kubectl cache plan` shows a reviewer. base is the
 // running cluster (its spec as approved), head the changed one; master is
-// the pod that is master now ("" for ordinal 0).
-func Simulate(base, head *cachev1alpha1.CacheCluster, master string) ([]Action, error) {
+// the pod that is master now ("" for ordinal 0). templateChanged says that
+// head's rendered pod template differs from base's: the StatefulSet gets a
+// new revision even when none of the values day-two approves changed.
+func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateChanged bool) ([]Action, error) {
 	approved := renderer.SpecValues(base)
 	if r := base.Status.Rollout; r != nil {
 		approved = *r.RolloutValues.DeepCopy()
@@ -27,6 +29,10 @@ func Simulate(base, head *cachev1alpha1.CacheCluster, master string) ([]Action, 
 	w := newWorld(base.Name, approved, master)
 	w.s.Spec = renderer.SpecValues(head)
 	w.s.SwitchoverTo = head.Annotations[cachev1alpha1.AnnotationSwitchoverTo]
+	if templateChanged {
+		w.rev++
+		w.s.StatefulSet.UpdateRevision = fmt.Sprintf("r%d", w.rev)
+	}
 
 	var steps []Action
 	for i := 0; i < 500; i++ {

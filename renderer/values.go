@@ -30,20 +30,64 @@ const (
 var RestoreImage = "ghcr.io/cacheops/cacheops-manager:0.1.0"
 
 // RestoreLocation is the dump a cluster restores: status.restoreFrom once
-// the operator resolved spec.restore, or spec.restore's key and bucket
-// (which need no resolving). Nil when there is nothing to restore or it is
-// not resolved yet.
+// the operator resolved spec.restore or started a disaster recovery, or
+// spec.restore's key and bucket (which need no resolving). Nil when there
+// is nothing to restore or it is not resolved yet.
 func RestoreLocation(cc *cachev1alpha1.CacheCluster) *cachev1alpha1.BackupLocation {
-	if cc.Spec.Restore == nil {
-		return nil
-	}
 	if cc.Status.RestoreFrom != nil {
 		return cc.Status.RestoreFrom
 	}
-	if r := cc.Spec.Restore; r.Key != "" && r.S3 != nil {
+	if r := cc.Spec.Restore; r != nil && r.Key != "" && r.S3 != nil {
 		return &cachev1alpha1.BackupLocation{S3Target: *r.S3, Key: r.Key}
 	}
 	return nil
+}
+
+// restoreValues are the values of the restore init container and its
+// ConfigMap: present for a cluster created from a backup and for one that
+// restores itself after a disaster (spec.backup.autoRestore). The bucket
+// is in the pod template; which dump, and whether one is to be restored
+// at all, are in the ConfigMap, so a disaster recovery restarts no pod
+// through its template.
+func restoreValues(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
+	loc := RestoreLocation(cc)
+	if loc == nil && cc.Spec.Restore != nil {
+		return nil, fmt.Errorf("spec.restore.backup %q is not resolved to a stored dump yet", cc.Spec.Restore.Backup)
+	}
+	var target cachev1alpha1.S3Target
+	key := ""
+	switch {
+	case loc != nil:
+		target, key = loc.S3Target, loc.Key
+	case cc.Spec.Backup.AutoRestore && cc.Spec.Backup.S3 != nil:
+		target = *cc.Spec.Backup.S3
+	default:
+		return map[string]any{"enabled": false}, nil
+	}
+	op := cc.Status.Operation
+	recovering := op != nil && op.Type == cachev1alpha1.OperationRestore
+	// Once day-two has checked the restored master, new pods (scale-up, a
+	// lost volume) get their data by replication: the init container skips
+	// the download, so a dump removed from the bucket later does not keep
+	// them from starting.
+	pending := recovering || (cc.Spec.Restore != nil && meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) == nil)
+	replace := ""
+	if recovering {
+		replace = op.ID
+	}
+	return map[string]any{
+		"enabled":           true,
+		"image":             RestoreImage,
+		"endpoint":          target.Endpoint,
+		"bucket":            target.Bucket,
+		"region":            target.Region,
+		"key":               key,
+		"insecure":          target.Insecure,
+		"credentialsSecret": target.CredentialsSecret,
+		"caSecret":          target.CASecret,
+		"done":              !pending,
+		"replace":           replace,
+	}, nil
 }
 
 // AuthSecretName is the name of the Secret that holds the generated password
@@ -121,26 +165,9 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		return nil, fmt.Errorf("spec.resources: %w", err)
 	}
 
-	restore := map[string]any{"enabled": false}
-	if loc := RestoreLocation(cc); loc != nil {
-		restore = map[string]any{
-			"enabled":           true,
-			"image":             RestoreImage,
-			"endpoint":          loc.Endpoint,
-			"bucket":            loc.Bucket,
-			"region":            loc.Region,
-			"key":               loc.Key,
-			"insecure":          loc.Insecure,
-			"credentialsSecret": loc.CredentialsSecret,
-			"caSecret":          loc.CASecret,
-			// Once day-two has checked the restored master, new pods
-			// (scale-up, a lost volume) get their data by replication:
-			// the init container skips the download, so a dump removed
-			// from the bucket later does not keep them from starting.
-			"done": meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil,
-		}
-	} else if cc.Spec.Restore != nil {
-		return nil, fmt.Errorf("spec.restore.backup %q is not resolved to a stored dump yet", cc.Spec.Restore.Backup)
+	restore, err := restoreValues(cc)
+	if err != nil {
+		return nil, err
 	}
 
 	return map[string]any{

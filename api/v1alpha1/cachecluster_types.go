@@ -152,6 +152,7 @@ type SecretKeyRef struct {
 // backups (`kubectl cache backup NAME`) need only the target.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.s3)",message="backup.enabled needs a target: set backup.s3"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoRestore) || !self.autoRestore || has(self.s3)",message="backup.autoRestore restores from backup.s3: set backup.s3"
 type BackupSpec struct {
 	// Enabled turns scheduled backups on.
 	// +optional
@@ -173,6 +174,15 @@ type BackupSpec struct {
 	// S3 is the bucket backups are written to.
 	// +optional
 	S3 *S3Target `json:"s3,omitempty"`
+
+	// AutoRestore rebuilds the cluster in place from its latest completed
+	// backup when more than half of its pods came back without their data
+	// and no pod holds any. Writes made after that backup are lost (an
+	// Event says from when). Off: the cluster is Failed (DataLost) and the
+	// message says how to restore by hand. Turning it on adds an init
+	// container to the pods, which restart once, one at a time.
+	// +optional
+	AutoRestore bool `json:"autoRestore,omitempty"`
 }
 
 // S3Target is a bucket (and prefix) of an S3-compatible object store.
@@ -447,7 +457,7 @@ type RolloutBlock struct {
 }
 
 // OperationType names a day-two operation.
-// +kubebuilder:validation:Enum=Failover;Switchover;Scaling;Upgrade;Reconfigure;Backup
+// +kubebuilder:validation:Enum=Failover;Switchover;Scaling;Upgrade;Reconfigure;Backup;Restore
 type OperationType string
 
 const (
@@ -469,6 +479,11 @@ const (
 	// target. It has the lowest priority: it waits for every other
 	// operation, and a failover aborts it (it is retried afterwards).
 	OperationBackup OperationType = "Backup"
+	// OperationRestore rebuilds a cluster that lost its data from its latest
+	// completed backup (spec.backup.autoRestore): no client traffic, every
+	// pod recreated and loaded from the dump, the master checked against
+	// the backup's metadata, then traffic again.
+	OperationRestore OperationType = "Restore"
 )
 
 // Steps of an upgrade, in order.
@@ -477,6 +492,13 @@ const (
 	StepRestart    = "Restart"
 	StepSwitchover = "Switchover"
 	StepRollback   = "Rollback"
+)
+
+// Steps of a restore: the pods are recreated, then the restored master is
+// checked against the backup's metadata.
+const (
+	StepRecreate = "Recreate"
+	StepVerified = "Verified"
 )
 
 // OperationStatus is one day-two operation in progress.

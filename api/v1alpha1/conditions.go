@@ -31,6 +31,12 @@ const (
 	// completed (True, BackupSucceeded) or failed (False, BackupFailed, with
 	// the error); absent until the first attempt ends.
 	ConditionLastBackupSucceeded = "LastBackupSucceeded"
+	// ConditionDataLost is True when more than half of the pods came back
+	// without their data and no pod holds any: the cluster is Failed until
+	// it is restored (spec.backup.autoRestore) or the loss is accepted
+	// (annotation cache.cacheops.io/accept-data-loss). False afterwards,
+	// saying which.
+	ConditionDataLost = "DataLost"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -83,6 +89,11 @@ const (
 	// ReasonBackupSucceeded / ReasonBackupFailed: the last backup attempt's end.
 	ReasonBackupSucceeded = "BackupSucceeded"
 	ReasonBackupFailed    = "BackupFailed"
+	// ReasonDataLost / ReasonDataRestored / ReasonDataLossAccepted: the
+	// DataLost condition's states.
+	ReasonDataLost         = "DataLost"
+	ReasonDataRestored     = "DataRestored"
+	ReasonDataLossAccepted = "DataLossAccepted"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.
@@ -133,6 +144,10 @@ const (
 	EventBackupPruned      = "BackupPruned"
 	EventBackupSkipped     = "BackupSkipped"
 	EventRestored          = "Restored"
+	EventDataLost          = "DataLost"
+	EventRestoreStarted    = "DisasterRecoveryStarted"
+	EventRestoreCompleted  = "DisasterRecoveryCompleted"
+	EventDataLossAccepted  = "DataLossAccepted"
 )
 
 // Labels and annotations the operator puts on the objects it renders.
@@ -157,6 +172,11 @@ const (
 	// SwitchoverToBest as AnnotationSwitchoverTo's value lets day-two pick
 	// the in-sync replica with the most data.
 	SwitchoverToBest = "*"
+	// AnnotationAcceptDataLoss (any value) accepts a data loss the
+	// cluster reports (condition DataLost) without restoring a backup: the
+	// cluster serves what it holds and is no longer Failed. Day-two
+	// removes the annotation.
+	AnnotationAcceptDataLoss = "cache.cacheops.io/accept-data-loss"
 	// AnnotationVersion is the Redis version a pod template runs.
 	AnnotationVersion = "cache.cacheops.io/version"
 	// AnnotationRestartConfig is the hash of the parameters that only take

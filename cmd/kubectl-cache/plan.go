@@ -16,6 +16,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -280,7 +281,11 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 	}
 	p.Objects = diffs
 
-	steps, err := daytwo.Simulate(b, a, master)
+	templateChanged, err := podTemplateChanged(b, a)
+	if err != nil {
+		return p, err
+	}
+	steps, err := daytwo.Simulate(b, a, master, templateChanged)
 	if err != nil {
 		return p, err
 	}
@@ -304,6 +309,35 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 		p.Operations = append(p.Operations, PlannedOperation{Type: "Apply", Description: "objects change; no pod restarts"})
 	}
 	return p, nil
+}
+
+// podTemplateChanged tells whether the StatefulSet's pod template differs
+// between the two sides: day-two then restarts the pods onto the new one,
+// even when what it changes (the restore init container of
+// backup.autoRestore, a probe) is none of the values it approves.
+func podTemplateChanged(b, a *cachev1alpha1.CacheCluster) (bool, error) {
+	template := func(cc *cachev1alpha1.CacheCluster) (any, error) {
+		objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if o.GetKind() == "StatefulSet" {
+				t, _, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "template")
+				return t, err
+			}
+		}
+		return nil, nil
+	}
+	tb, err := template(b)
+	if err != nil {
+		return false, err
+	}
+	ta, err := template(a)
+	if err != nil {
+		return false, err
+	}
+	return !equality.Semantic.DeepEqual(tb, ta), nil
 }
 
 // objectDiffs renders both sides and diffs the objects that differ.

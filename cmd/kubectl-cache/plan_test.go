@@ -84,6 +84,16 @@ func TestPlanTellsWhatAChangeDoes(t *testing.T) {
 			},
 		},
 		{
+			name: "autoRestore adds the restore init container: the pods restart onto it",
+			head: baseCluster + "  backup:\n    autoRestore: true\n    s3: {endpoint: s3.example.com, bucket: backups, credentialsSecret: s3}\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
+				g.Expect(p.Operations[0].Restarts).To(HaveLen(5))
+				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "ConfigMap/shop-restore")))
+			},
+		},
+		{
 			name: "a change and a queued change run one after the other",
 			head: strings.Replace(strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1), "replicas: 5", "replicas: 6", 1),
 			check: func(g Gomega, p ClusterPlan) {

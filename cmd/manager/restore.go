@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -13,28 +14,39 @@ import (
 )
 
 // restore is the `manager restore` subcommand, run as an init container of
-// a cluster created with spec.restore: it puts the dump into the data
-// directory before redis-server starts.
+// a cluster created with spec.restore or with spec.backup.autoRestore: it
+// puts the dump into the data directory before redis-server starts. The
+// ConfigMap mounted at --config-dir says whether a restore is pending, of
+// which dump, and which disaster recovery may replace existing data.
 func restore(args []string) int {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	var t backup.Target
-	var key, dataDir, caFile, stateFile string
+	var key, dataDir, caFile, configDir string
 	fs.StringVar(&t.Endpoint, "endpoint", "", "S3 endpoint, host[:port].")
 	fs.StringVar(&t.Bucket, "bucket", "", "Bucket that holds the dump.")
 	fs.StringVar(&t.Region, "region", "", "Region of the bucket.")
 	fs.BoolVar(&t.Insecure, "insecure", false, "Plain HTTP instead of HTTPS.")
 	fs.StringVar(&caFile, "ca-file", "", "PEM file with the CA of the endpoint's certificate.")
-	fs.StringVar(&key, "key", "", "Object key of the dump.")
+	fs.StringVar(&key, "key", "", "Object key of the dump, when --config-dir has no key file.")
 	fs.StringVar(&dataDir, "data-dir", "/data", "Redis data directory.")
-	fs.StringVar(&stateFile, "state-file", "", "File whose content \"done\" means the cluster was restored already: new pods get their data by replication.")
+	fs.StringVar(&configDir, "config-dir", "", "Folder with the files state (\"done\": nothing to restore, new pods get their data by replication), key (the dump) and replace (the disaster recovery that may replace existing data).")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if stateFile != "" {
-		if b, err := os.ReadFile(stateFile); err == nil && strings.TrimSpace(string(b)) == "done" {
-			fmt.Fprintln(os.Stderr, "restore: the cluster was restored already; this pod gets its data by replication")
+	var replace string
+	if configDir != "" {
+		read := func(name string) string {
+			b, _ := os.ReadFile(filepath.Join(configDir, name))
+			return strings.TrimSpace(string(b))
+		}
+		if read("state") == "done" {
+			fmt.Fprintln(os.Stderr, "restore: nothing to restore; this pod gets its data by replication")
 			return 0
 		}
+		if k := read("key"); k != "" {
+			key = k
+		}
+		replace = read("replace")
 	}
 	t.AccessKeyID, t.SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	if t.Endpoint == "" || t.Bucket == "" || key == "" {
@@ -57,7 +69,7 @@ func restore(args []string) int {
 		return 1
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "restore: "+format+"\n", a...) }
-	if _, err := backup.RestoreInto(ctx, store, key, dataDir, logf); err != nil {
+	if _, err := backup.RestoreInto(ctx, store, key, dataDir, replace, logf); err != nil {
 		fmt.Fprintln(os.Stderr, "restore:", err)
 		return 1
 	}

@@ -124,7 +124,7 @@ func BenchmarkBackup(b *testing.B) {
 			stop := sampleHeap()
 			start := time.Now()
 			b.StartTimer()
-			_, err := RestoreInto(ctx, st, key, dir, func(string, ...any) {})
+			_, err := RestoreInto(ctx, st, key, dir, "", func(string, ...any) {})
 			b.StopTimer()
 			elapsed += time.Since(start)
 			peaks = append(peaks, stop())

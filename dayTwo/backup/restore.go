@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // RestoredMarker is written into the data directory after a restore.
@@ -22,10 +23,28 @@ const RestoredMarker = ".cacheops-restored"
 // restore left is removed and the restore done again. The checksum and size
 // are checked against the metadata before the file is put in place, and
 // the marker is written last.
-func RestoreInto(ctx context.Context, s *Store, key, dataDir string, logf func(string, ...any)) (Metadata, error) {
+//
+// replace, when set, is the id of a disaster recovery: the operator found
+// that the cluster lost its data, so what the folder holds (an empty
+// dataset Redis wrote since) is replaced, once per recovery; the marker
+// records the id.
+func RestoreInto(ctx context.Context, s *Store, key, dataDir, replace string, logf func(string, ...any)) (Metadata, error) {
 	has := func(name string) bool {
 		_, err := os.Stat(filepath.Join(dataDir, name))
 		return err == nil
+	}
+	if replace != "" {
+		marker, _ := os.ReadFile(filepath.Join(dataDir, RestoredMarker))
+		if lines := strings.Split(string(marker), "\n"); len(lines) > 2 && lines[2] == replace {
+			logf("%s was restored by recovery %s already; nothing to do", dataDir, replace)
+			return Metadata{}, nil
+		}
+		logf("recovery %s: replacing what %s holds with %s", replace, dataDir, key)
+		for _, name := range []string{RestoredMarker, "appendonly", "appendonlydir", "dump.rdb", "appendonly.aof"} {
+			if err := os.RemoveAll(filepath.Join(dataDir, name)); err != nil {
+				return Metadata{}, err
+			}
+		}
 	}
 	switch {
 	case has(RestoredMarker):
@@ -84,7 +103,7 @@ func RestoreInto(ctx context.Context, s *Store, key, dataDir string, logf func(s
 	if err := os.Rename(tmp.Name(), filepath.Join(dataDir, "dump.rdb")); err != nil {
 		return meta, err
 	}
-	if err := os.WriteFile(filepath.Join(dataDir, RestoredMarker), []byte(key+"\n"+sum+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dataDir, RestoredMarker), []byte(key+"\n"+sum+"\n"+replace+"\n"), 0o644); err != nil {
 		return meta, err
 	}
 	if d, err := os.Open(dataDir); err == nil {

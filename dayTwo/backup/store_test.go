@@ -62,7 +62,7 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	got, err := RestoreInto(ctx, st, key, dir, t.Logf)
+	got, err := RestoreInto(ctx, st, key, dir, "", t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +75,33 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 		}
 	}
 	// A second run (a restarted pod) keeps what the folder holds.
-	if m, err := RestoreInto(ctx, st, key, dir, t.Logf); err != nil || m.Checksum != "" {
+	if m, err := RestoreInto(ctx, st, key, dir, "", t.Logf); err != nil || m.Checksum != "" {
 		t.Errorf("a second restore must leave the data alone: %+v, %v", m, err)
 	}
 	loaded := redisServer(t, "--dir", dir, "--appendonly", "yes", "--appenddirname", "appendonly")
 	if n := loaded.DBSize(ctx).Val(); n != 500 {
 		t.Errorf("restored server holds %d keys, want 500", n)
+	}
+
+	// A disaster recovery replaces what Redis wrote into a folder after
+	// its data was lost, once per recovery.
+	lost := t.TempDir()
+	empty0 := redisServer(t, "--dir", lost, "--appendonly", "yes", "--appenddirname", "appendonly")
+	_ = empty0.Shutdown(ctx).Err() // the reply is the connection closing
+	for empty0.Ping(ctx).Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m, err := RestoreInto(ctx, st, key, lost, "", t.Logf); err != nil || m.Checksum != "" {
+		t.Fatalf("without a recovery id a folder Redis wrote is kept: %+v, %v", m, err)
+	}
+	if m, err := RestoreInto(ctx, st, key, lost, "recovery-1", t.Logf); err != nil || m.Checksum != res.Checksum {
+		t.Fatalf("recovery-1 must replace the folder's content: %+v, %v", m, err)
+	}
+	if m, err := RestoreInto(ctx, st, key, lost, "recovery-1", t.Logf); err != nil || m.Checksum != "" {
+		t.Errorf("recovery-1 twice must restore once: %+v, %v", m, err)
+	}
+	if n := redisServer(t, "--dir", lost, "--appendonly", "yes", "--appenddirname", "appendonly").DBSize(ctx).Val(); n != 500 {
+		t.Errorf("the recovered folder holds %d keys, want 500", n)
 	}
 
 	// A dump that does not match its metadata is refused, and nothing is
@@ -90,7 +111,7 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := t.TempDir()
-	if _, err := RestoreInto(ctx, st, key, empty, t.Logf); err == nil || !strings.Contains(err.Error(), "checksum") {
+	if _, err := RestoreInto(ctx, st, key, empty, "", t.Logf); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("a checksum mismatch must fail the restore, got %v", err)
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
@@ -133,7 +154,7 @@ func TestRestoreIntoRecognisesWhatIsThere(t *testing.T) {
 		for _, f := range files {
 			os.WriteFile(filepath.Join(dir, f), []byte("partial"), 0o644)
 		}
-		m, err := RestoreInto(ctx, st, key, dir, t.Logf)
+		m, err := RestoreInto(ctx, st, key, dir, "", t.Logf)
 		if err != nil || m.Checksum != res.Checksum {
 			t.Errorf("%s: restored %+v, %v; want a fresh restore", name, m, err)
 		}
@@ -151,7 +172,7 @@ func TestRestoreIntoRecognisesWhatIsThere(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, f), []byte("data"), 0o644)
 			}
 		}
-		if m, err := RestoreInto(ctx, st, key, dir, t.Logf); err != nil || m.Checksum != "" {
+		if m, err := RestoreInto(ctx, st, key, dir, "", t.Logf); err != nil || m.Checksum != "" {
 			t.Errorf("%s: %+v, %v; want the folder left alone", name, m, err)
 		}
 	}

@@ -252,6 +252,13 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, cc *cachev1alpha
 	return nil
 }
 
+// conditionChanged tells whether a condition that day-two writes appeared,
+// disappeared or changed its status.
+func conditionChanged(o, n *cachev1alpha1.CacheCluster, typ string) bool {
+	a, b := meta.FindStatusCondition(o.Status.Conditions, typ), meta.FindStatusCondition(n.Status.Conditions, typ)
+	return (a == nil) != (b == nil) || (a != nil && b != nil && a.Status != b.Status)
+}
+
 // jitter spreads requeues of many clusters over time.
 func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d)/10+1))
@@ -297,9 +304,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				n, ok2 := e.ObjectNew.(*cachev1alpha1.CacheCluster)
 				return ok1 && ok2 && (!equality.Semantic.DeepEqual(o.Status.Rollout, n.Status.Rollout) ||
 					!equality.Semantic.DeepEqual(o.Status.Operation, n.Status.Operation) ||
-					// A restore checked: the pods stop downloading it.
-					(meta.FindStatusCondition(o.Status.Conditions, cachev1alpha1.ConditionRestored) == nil) !=
-						(meta.FindStatusCondition(n.Status.Conditions, cachev1alpha1.ConditionRestored) == nil))
+					// A restore checked: the pods stop downloading it. A
+					// data loss found or ended: the phase says so.
+					conditionChanged(o, n, cachev1alpha1.ConditionRestored) || conditionChanged(o, n, cachev1alpha1.ConditionDataLost))
 			}},
 			// Deletion sets a timestamp; let it through even if a
 			// generation did not change.

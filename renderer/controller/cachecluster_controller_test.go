@@ -474,6 +474,9 @@ func TestBackupScheduleAndRestoreSourceStall(t *testing.T) {
 		sts := &appsv1.StatefulSet{}
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(restored), sts)).To(Succeed())
 		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
-		g.Expect(sts.Spec.Template.Spec.InitContainers[0].Args).To(ContainElement("--key=ns/basic/basic-1.rdb"))
+		g.Expect(sts.Spec.Template.Spec.InitContainers[0].Args).To(ContainElement("--config-dir=/etc/cacheops/restore"))
+		cm := &corev1.ConfigMap{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: restored.Namespace, Name: restored.Name + "-restore"}, cm)).To(Succeed())
+		g.Expect(cm.Data).To(Equal(map[string]string{"state": "pending", "key": "ns/basic/basic-1.rdb", "replace": ""}))
 	}, timeout, interval).Should(Succeed())
 }

@@ -158,6 +158,17 @@ func summarize(s *scope, stepErr error) {
 
 	op := cc.Status.Operation
 	opPhase := operationPhase(op)
+	if lost := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionDataLost); lost != nil && lost.Status == metav1.ConditionTrue &&
+		(op == nil || op.Type != cachev1alpha1.OperationRestore) {
+		// Day-two found the data gone and restores nothing by itself: a
+		// person decides (the message says how).
+		cc.Status.Phase = cachev1alpha1.PhaseFailed
+		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, cachev1alpha1.ReasonDataLost, lost.Message, gen)
+		setCondition(cc, cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonDataLost, lost.Message, gen)
+		setCondition(cc, cachev1alpha1.ConditionStalled, metav1.ConditionTrue, cachev1alpha1.ReasonDataLost, lost.Message, gen)
+		removeCondition(cc, cachev1alpha1.ConditionReconciling)
+		return
+	}
 	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded || prev == cachev1alpha1.PhaseBackupRunning ||
 		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading ||
 		(prev == cachev1alpha1.PhaseFailed && cc.Status.CurrentMaster != "")
@@ -243,6 +254,9 @@ func operationPhase(op *cachev1alpha1.OperationStatus) cachev1alpha1.Phase {
 		return cachev1alpha1.PhaseUpgrading
 	case cachev1alpha1.OperationSwitchover:
 		return cachev1alpha1.PhaseRunning
+	case cachev1alpha1.OperationRestore:
+		// The cluster is built again from a backup; no client is served.
+		return cachev1alpha1.PhaseInitializing
 	}
 	return ""
 }

@@ -329,3 +329,91 @@ func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
 	g.Expect(condition(g, ns, "corrupt", cachev1alpha1.ConditionRestored)).To(BeNil())
 	g.Expect(condition(g, ns, "corrupt", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 }
+
+// Every pod's data folder wiped at once: without autoRestore the cluster
+// is Failed (DataLost) and says which backup to restore and how; turning
+// autoRestore on rebuilds it in place from that backup, with every write
+// acknowledged before it, and without what was written after it.
+func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-disaster"
+	newNamespace(t, ns)
+	target, _ := backupTarget(g, ns, "disaster")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Backup.S3 = target
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 300))
+	w.Stop()
+	mc := redisAt(pod(g, ns, before.Status.CurrentMaster).Status.PodIP, pw)
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	name := backupNow(g, ns, "basic", "--wait=2m")
+	g.Expect(getBackup(g, ns, name).Status.Phase).To(Equal(cachev1alpha1.BackupCompleted))
+	g.Expect(mc.Set(ctx, "after-the-backup", "lost", 0).Err()).To(Succeed())
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2))
+	mc.Close()
+	// The operator knows the data only from its probes: a loss is a run
+	// of redis-server that is empty after one that held keys. Wait until
+	// it has seen them on every pod.
+	g.Eventually(func(g Gomega) {
+		for _, p := range []string{"basic-0", "basic-1", "basic-2"} {
+			g.Expect(metric(g, `cacheops_redis_keys{cluster="basic",namespace="`+ns+`",pod="`+p+`"}`)).To(BeNumerically(">", 300))
+		}
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+
+	// The disaster: every redis-server stopped, its data folder emptied,
+	// then killed; each comes back on an empty folder.
+	pods := []string{"basic-0", "basic-1", "basic-2"}
+	for _, p := range pods {
+		g.Expect(env.Freeze(ns, p, "redis")).To(Succeed())
+	}
+	for _, p := range pods {
+		dir := pvDir(g, ns, p)
+		entries, err := os.ReadDir(dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, e := range entries {
+			g.Expect(os.RemoveAll(filepath.Join(dir, e.Name()))).To(Succeed())
+		}
+	}
+	for _, p := range pods {
+		g.Expect(env.KillContainer(ns, p, "redis")).To(Succeed())
+	}
+
+	// No autoRestore: Failed, saying what was lost and how to restore.
+	lost := waitCondition(g, ns, "basic", cachev1alpha1.ConditionDataLost, metav1.ConditionTrue)
+	t.Logf("DataLost: %s", lost.Message)
+	g.Expect(lost.Message).To(ContainSubstring("came back without their data"))
+	g.Expect(lost.Message).To(ContainSubstring("the latest backup is " + name))
+	g.Expect(lost.Message).To(ContainSubstring("spec.backup.autoRestore: true"))
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseFailed))
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeTrue())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventDataLost))
+
+	// autoRestore on: the cluster is rebuilt from the backup in place.
+	mergePatch(g, cc, `{"spec":{"backup":{"autoRestore":true}}}`)
+	restored := waitCondition(g, ns, "basic", cachev1alpha1.ConditionDataLost, metav1.ConditionFalse)
+	g.Expect(restored.Reason).To(Equal(cachev1alpha1.ReasonDataRestored))
+	t.Logf("DataLost=False: %s", restored.Message)
+	after := waitReplicating(g, cc)
+	g.Expect(after.Status.Operation).To(BeNil())
+	g.Expect(meta.IsStatusConditionTrue(after.Status.Conditions, cachev1alpha1.ConditionRestored)).To(BeTrue())
+	g.Expect(after.Status.RestoreFrom).NotTo(BeNil())
+	g.Expect(after.Status.RestoreFrom.Key).To(HaveSuffix(name + ".rdb"))
+	checked, missing := w.Verify(g)
+	g.Expect(missing).To(BeEmpty(), "acknowledged writes missing after the recovery")
+	t.Logf("%d acknowledged writes found after the recovery", checked)
+	mc = redisAt(pod(g, ns, after.Status.CurrentMaster).Status.PodIP, pw)
+	defer mc.Close()
+	g.Expect(mc.Exists(ctx, "after-the-backup").Val()).To(BeZero(), "a write after the backup cannot come back")
+	started := eventsByReason(g, ns)[cachev1alpha1.EventRestoreStarted]
+	g.Expect(started).To(HaveLen(1))
+	g.Expect(started[0].Message).To(ContainSubstring("restoring backup " + name))
+	g.Expect(started[0].Message).To(ContainSubstring("writes after it are lost"))
+	g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventRestoreCompleted))
+}

@@ -5,16 +5,21 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -170,6 +175,28 @@ func killManager() {
 	}
 }
 
+// metricsAddr is where the running manager serves its metrics.
+var metricsAddr string
+
+// metric reads one sample of the manager's metrics: the value of the line
+// that starts with name{labels} (labels in Prometheus' order).
+func metric(g Gomega, series string) float64 {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			return f
+		}
+	}
+	g.Expect(series).To(BeEmpty(), "no such series in the manager's metrics")
+	return 0
+}
+
 // startManager runs the real operator binary against the cluster, with
 // extra flags if given.
 func startManager(bin, dir string, extra ...string) error {
@@ -177,8 +204,15 @@ func startManager(bin, dir string, extra ...string) error {
 	if err != nil {
 		return err
 	}
+	// A free port for the metrics, which some tests read.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	metricsAddr = l.Addr().String()
+	l.Close()
 	// Short self-healing thresholds so the suite can watch them act.
-	args := []string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+	args := []string{"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0",
 		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s", "--recommend-after=10s"}
 	// CACHEOPS_E2E_MANAGER_ARGS adds flags, e.g. --zap-log-level=debug.
 	args = append(args, strings.Fields(os.Getenv("CACHEOPS_E2E_MANAGER_ARGS"))...)

@@ -1,0 +1,134 @@
+package daytwo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// errRestore cancels a backup stream that a disaster recovery pre-empts.
+var errRestore = fmt.Errorf("the cluster lost its data and is being restored")
+
+// observeRestore fills the snapshot's view of a lost dataset and of what
+// a disaster recovery needs: the DataLost condition, the annotation that
+// accepts a loss, the latest completed backup and the restore ConfigMap.
+func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *Snapshot) error {
+	snap.AutoRestore = cc.Spec.Backup.AutoRestore
+	snap.DataLost = meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost)
+	_, snap.AcceptDataLoss = cc.Annotations[cachev1alpha1.AnnotationAcceptDataLoss]
+	for _, b := range backups {
+		if b.Status.Phase != cachev1alpha1.BackupCompleted || b.Status.Location == nil || b.Status.CompletionTime == nil {
+			continue
+		}
+		taken := b.Status.CompletionTime.Time
+		if b.Status.StartTime != nil {
+			taken = b.Status.StartTime.Time
+		}
+		if l := snap.LatestBackup; l == nil || taken.After(l.Taken) {
+			snap.LatestBackup = &RestorePoint{Name: b.Name, Taken: taken, Location: *b.Status.Location}
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name + "-restore"}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		snap.RestoreConfig = &RestoreConfig{State: cm.Data["state"], Key: cm.Data["key"], Replace: cm.Data["replace"]}
+	}
+	return nil
+}
+
+// executeRestore takes the steps of a lost dataset and its recovery; false
+// when the action is not one of them.
+func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) (bool, error) {
+	log := ctrl.LoggerFrom(ctx)
+	now := metav1.NewTime(r.now())
+	switch a.Type {
+	case ActionReportDataLoss:
+		err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
+				Message: a.Reason, ObservedGeneration: cc.Generation,
+			})
+		})
+		if err == nil {
+			log.Info("Data lost", "reason", a.Reason)
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventDataLost, "DataLoss", "%s", a.Reason)
+		}
+		return true, err
+
+	case ActionAcceptDataLoss:
+		if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
+			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+					Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataLossAccepted,
+					Message: "The loss was accepted (annotation " + cachev1alpha1.AnnotationAcceptDataLoss + "); the cluster serves what it holds", ObservedGeneration: cc.Generation,
+				})
+			}); err != nil {
+				return true, err
+			}
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventDataLossAccepted, "DataLoss", "The data loss was accepted; the cluster serves what it holds")
+		}
+		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationAcceptDataLoss))
+		return true, client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
+
+	case ActionStartRestore:
+		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
+			r.backups.abort(client.ObjectKeyFromObject(cc), errRestore)
+		}
+		op := a.Operation.DeepCopy()
+		op.ID, op.StartedAt = newID(), now
+		loc := snap.LatestBackup.Location
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			st.Operation = op
+			st.RestoreFrom = loc.DeepCopy()
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
+				Message: a.Reason, ObservedGeneration: cc.Generation,
+			})
+		}); err != nil {
+			return true, err
+		}
+		log.Info("Disaster recovery started", "operation", op.ID, "backup", op.Backup, "reason", a.Reason)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRestoreStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, a.Reason)
+		return true, nil
+
+	case ActionVerifyRestore:
+		p, _ := snap.pod(a.Pod)
+		return true, r.verifyRestore(ctx, cc, p, pw)
+
+	case ActionCompleteRestore:
+		op := cc.Status.Operation
+		restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored)
+		msg := fmt.Sprintf("Restored from backup %s", op.Backup)
+		if restored != nil {
+			msg += ": " + restored.Message
+		}
+		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			st.Operation = nil
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
+				Message: msg, ObservedGeneration: cc.Generation,
+			})
+		}); err != nil {
+			return true, err
+		}
+		took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
+		log.Info("Disaster recovery completed", "operation", op.ID, "backup", op.Backup, "duration", took.String())
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s completed in %s. %s", op.Type, op.ID, took, msg)
+		return true, nil
+	}
+	return false, nil
+}
