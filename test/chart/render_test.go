@@ -403,7 +403,7 @@ func TestChartMonitoring(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_failovers_total"} {
+	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_failovers_total", "cacheops_backup_last_success_timestamp_seconds", "cacheops_redis_keys"} {
 		if !queried[want] {
 			t.Errorf("no dashboard panel shows %s", want)
 		}
