@@ -529,7 +529,9 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		return client.IgnoreNotFound(err)
 	}
 	ret := cc.Spec.Backup.Retention
-	if ret == nil {
+	if ret == nil || meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
+		// While the data is lost, the backups from before the loss are
+		// what a restore needs: none is removed.
 		return nil
 	}
 	backups, err := r.clusterBackups(ctx, cc)
@@ -621,6 +623,11 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 		return 0, nil // day-one reports it as Stalled
 	}
 	recordScheduleMetrics(cc, sched)
+	if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
+		// A backup of what is left after a loss would only push the
+		// backups from before it out; the schedule waits.
+		return 0, nil
+	}
 	last := cc.CreationTimestamp.Time
 	if cc.Status.Backup != nil && cc.Status.Backup.LastScheduleTime != nil {
 		last = cc.Status.Backup.LastScheduleTime.Time

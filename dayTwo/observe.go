@@ -149,6 +149,46 @@ func (p *Prober) Forget(key types.NamespacedName) {
 	}
 }
 
+// AcceptLoss forgets that the pods of a cluster lost their data: a loss a
+// person accepted is not found again.
+func (p *Prober) AcceptLoss(key types.NamespacedName) {
+	p.withRuns(key, func(runs map[string]run) {
+		for pod, r := range runs {
+			r.lost = false
+			runs[pod] = r
+		}
+	})
+}
+
+// ForgetRuns drops what the prober remembers of the pods keep refuses
+// (ordinals scaled away): a pod made there later starts on a new volume,
+// which is no loss.
+func (p *Prober) ForgetRuns(key types.NamespacedName, keep func(pod string) bool) {
+	p.withRuns(key, func(runs map[string]run) {
+		for pod := range runs {
+			if !keep(pod) {
+				delete(runs, pod)
+			}
+		}
+	})
+}
+
+func (p *Prober) withRuns(key types.NamespacedName, f func(map[string]run)) {
+	p.mu.Lock()
+	cp, ok := p.clusters[key]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	f(cp.runs)
+	for pod, o := range cp.results {
+		o.LostData = cp.runs[pod].lost && o.Keys == 0
+		cp.results[pod] = o
+	}
+}
+
 // Observations returns the latest observation of every probed pod.
 func (p *Prober) Observations(key types.NamespacedName) map[string]Observation {
 	p.mu.Lock()

@@ -471,7 +471,11 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 		case "StatefulSet":
 			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
 		case "ConfigMap":
-			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm)
+			// redis.conf, not another ConfigMap of the cluster (the restore
+			// state).
+			if o.GetName() == cc.Name+"-config" {
+				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm)
+			}
 		}
 		if err != nil {
 			return err

@@ -157,8 +157,9 @@ type Snapshot struct {
 
 	// AutoRestore is spec.backup.autoRestore.
 	AutoRestore bool
-	// DataLost: the DataLost condition is True.
-	DataLost bool
+	// DataLost: the DataLost condition is True; RestoreFailed: because a
+	// recovery's restore failed its check (no second automatic attempt).
+	DataLost, RestoreFailed bool
 	// AcceptDataLoss: the annotation accepting a data loss is set.
 	AcceptDataLoss bool
 	// LatestBackup is the newest completed CacheBackup of the cluster; nil

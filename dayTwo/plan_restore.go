@@ -19,8 +19,12 @@ const (
 	// ActionStartRestore records a Restore operation and the backup it
 	// restores (status.restoreFrom) before any of its steps.
 	ActionStartRestore ActionType = "StartRestore"
-	// ActionCompleteRestore ends the Restore operation: DataLost False.
+	// ActionCompleteRestore ends the Restore operation: DataLost False, or
+	// True (RestoreFailed) when the restored master failed its check.
 	ActionCompleteRestore ActionType = "CompleteRestore"
+	// ActionAbortRestore ends a Restore before any pod was recreated,
+	// because a pod holds data after all.
+	ActionAbortRestore ActionType = "AbortRestore"
 )
 
 // RestorePoint is a completed backup a disaster recovery can restore.
@@ -45,9 +49,13 @@ func dataLoss(s Snapshot) (bool, string) {
 	if s.Approved != nil {
 		want = int(s.Approved.Replicas)
 	}
+	if len(s.Pods) != want {
+		// A pod that is missing may come back with the data.
+		return false, ""
+	}
 	var lost []string
-	for _, p := range sortedPods(s) {
-		if !healthy(p) || p.Obs.Keys > 0 {
+	for i, p := range sortedPods(s) {
+		if p.Ordinal() != i || !healthy(p) || p.Obs.Keys > 0 {
 			// A pod that does not answer may still hold the data; one
 			// that holds keys is the data.
 			return false, ""
@@ -77,7 +85,11 @@ func planDataLoss(s Snapshot) Action {
 	if what == "" {
 		what = "the data was lost (condition DataLost)"
 	}
-	if s.AutoRestore && s.LatestBackup != nil {
+	if s.AutoRestore && s.LatestBackup != nil && !s.RestoreFailed {
+		if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationBackup {
+			// Another operation finishes first (a backup is aborted).
+			return Action{Type: ActionNone}
+		}
 		b := s.LatestBackup
 		return Action{Type: ActionStartRestore, Reason: fmt.Sprintf("%s; restoring backup %s, taken %s: writes after it are lost", what, b.Name, b.Taken.UTC().Format(time.RFC3339)),
 			Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationRestore, Backup: b.Name, Reason: "restore backup " + b.Name + ": " + what}}
@@ -111,6 +123,13 @@ func planRestore(s Snapshot) Action {
 		}
 	}
 	if op.Step == "" {
+		// Nothing recreated yet: a pod that holds data after all (it came
+		// back) ends the restore before it replaces anything.
+		for _, p := range sortedPods(s) {
+			if healthy(p) && p.Obs.Keys > 0 {
+				return Action{Type: ActionAbortRestore, Pod: p.Name, Reason: fmt.Sprintf("%s holds %d keys", p.Name, p.Obs.Keys)}
+			}
+		}
 		rc := s.RestoreConfig
 		switch {
 		case rc == nil || rc.Replace != op.ID || rc.State != "pending":
@@ -145,7 +164,15 @@ func planRestore(s Snapshot) Action {
 		name := fmt.Sprintf("%s-%d", s.Name, i)
 		p, ok := s.pod(name)
 		if !ok || p.Deleting || !healthy(p) {
-			return Action{Type: ActionWait, Pod: name, Reason: "restore: waiting for " + name + " to load the dump"}
+			why := "restore: waiting for " + name + " to load the dump"
+			if stepExpired(s) && !strings.Contains(op.Reason, why) {
+				// Say so in the status: a dump gone from the bucket, wrong
+				// credentials, a checksum that does not match.
+				next := op.DeepCopy()
+				next.Reason = fmt.Sprintf("%s; %s for more than %s: see kubectl logs %s -c restore", op.Reason, why, s.StepDeadline, name)
+				return Action{Type: ActionNextStep, Pod: name, Operation: next, Reason: why + " for too long"}
+			}
+			return Action{Type: ActionWait, Pod: name, Reason: why}
 		}
 		if master.Name == "" || p.Name == s.CurrentMaster {
 			master = p

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -90,9 +91,39 @@ func TestPlanDataLoss(t *testing.T) {
 			return s
 		}(), want: ActionStartRestore},
 		{name: "autoRestore without any backup reports the loss", given: func() Snapshot { s := wiped("c-0", "c-1"); s.AutoRestore = true; return s }(), want: ActionReportDataLoss},
+		{name: "a missing pod may come back with the data: no loss yet", given: func() Snapshot { s := wiped("c-0", "c-1"); s.Pods = s.Pods[:2]; return s }(), want: ActionNone},
+		{
+			name: "a restore that failed its check is not tried again", given: func() Snapshot {
+				s := wiped("c-0", "c-1")
+				s.DataLost, s.RestoreFailed, s.AutoRestore, s.LatestBackup = true, true, true, latest()
+				return s
+			}(), want: ActionNone,
+		},
+		{
+			name: "another operation finishes before a restore starts", given: func() Snapshot {
+				s := upgrading(wiped("c-0", "c-1"))
+				s.AutoRestore, s.LatestBackup = true, latest()
+				return s
+			}(), want: ActionRestartPod,
+		},
 		{name: "the annotation accepts a loss", given: func() Snapshot { s := wiped("c-0", "c-1"); s.DataLost, s.AcceptDataLoss = true, true; return s }(), want: ActionAcceptDataLoss},
 
 		{name: "restore: traffic off the master first", given: setPod(restoring(wiped(), ""), "c-0", func(p *PodState) { p.RoleLabel = "master" }), want: ActionUnlabel, pod: "c-0"},
+		{name: "restore: a pod that holds data after all ends it before anything is replaced", given: restoring(setPod(wiped(), "c-2", func(p *PodState) { p.Obs.Keys = 5 }), ""), want: ActionAbortRestore, pod: "c-2"},
+		{
+			name: "restore: a pod that does not load the dump in time is named in the operation", given: func() Snapshot {
+				s := restoring(wiped(), cachev1alpha1.StepRecreate)
+				for i := range s.Pods {
+					s.Pods[i].Created = now
+				}
+				s.Pods[1] = down(s.Pods[1], time.Minute)
+				s.Operation.StepStartedAt = timeRef(now.Add(-2 * time.Minute))
+				return s
+			}(), want: ActionNextStep, pod: "c-1",
+			check: func(g Gomega, a Action) {
+				g.Expect(a.Operation.Reason).To(ContainSubstring("waiting for c-1 to load the dump for more than 1m0s: see kubectl logs c-1 -c restore"))
+			},
+		},
 		{name: "restore: waits for the ConfigMap to name this recovery", given: func() Snapshot { s := restoring(wiped(), ""); s.RestoreConfig.Replace = "older"; return s }(), want: ActionWait},
 		{name: "restore: waits for the init container in the template", given: func() Snapshot { s := restoring(wiped(), ""); s.StatefulSet.RestoreInit = false; return s }(), want: ActionWait},
 		{
@@ -169,4 +200,15 @@ func TestProberTellsALostDatasetFromAnEmptiedOne(t *testing.T) {
 	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "d", Keys: 7})
 	cp.record(Observation{Pod: "c-0", IP: ip1, Reachable: false})
 	g.Expect(see("e", 0).LostData).To(BeTrue(), "a pod recreated on a new volume, with another address")
+
+	// A loss a person accepted is not found again; an ordinal scaled
+	// away is forgotten.
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p := &Prober{clusters: map[types.NamespacedName]*clusterProbe{key: cp}}
+	p.AcceptLoss(key)
+	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "accepted")
+	g.Expect(see("e", 0).LostData).To(BeFalse(), "still accepted at the next probe")
+	see("e", 3)
+	p.ForgetRuns(key, func(pod string) bool { return pod != "c-0" })
+	g.Expect(see("f", 0).LostData).To(BeFalse(), "a new pod on an ordinal that was scaled away")
 }

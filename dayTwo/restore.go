@@ -24,15 +24,30 @@ var errRestore = fmt.Errorf("the cluster lost its data and is being restored")
 // accepts a loss, the latest completed backup and the restore ConfigMap.
 func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *Snapshot) error {
 	snap.AutoRestore = cc.Spec.Backup.AutoRestore
-	snap.DataLost = meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost)
+	lossFound := r.now()
+	if c := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionDataLost); c != nil && c.Status == metav1.ConditionTrue {
+		snap.DataLost = true
+		snap.RestoreFailed = c.Reason == cachev1alpha1.ReasonRestoreFailed
+		lossFound = c.LastTransitionTime.Time
+	}
 	_, snap.AcceptDataLoss = cc.Annotations[cachev1alpha1.AnnotationAcceptDataLoss]
+	// Ordinals scaled away are forgotten: a pod made there later starts on
+	// a new volume.
+	if a := snap.Approved; a != nil {
+		r.Prober.ForgetRuns(client.ObjectKeyFromObject(cc), func(pod string) bool { return (PodState{Name: pod}).Ordinal() < int(a.Replicas) })
+	}
+	// What a recovery restores: the newest completed backup that holds
+	// keys (or an unknown count) and was taken before the loss was found.
 	for _, b := range backups {
-		if b.Status.Phase != cachev1alpha1.BackupCompleted || b.Status.Location == nil || b.Status.CompletionTime == nil {
+		if b.Status.Phase != cachev1alpha1.BackupCompleted || b.Status.Location == nil || b.Status.CompletionTime == nil || b.Status.Keys == 0 {
 			continue
 		}
 		taken := b.Status.CompletionTime.Time
 		if b.Status.StartTime != nil {
 			taken = b.Status.StartTime.Time
+		}
+		if !taken.Before(lossFound) {
+			continue
 		}
 		if l := snap.LatestBackup; l == nil || taken.After(l.Taken) {
 			snap.LatestBackup = &RestorePoint{Name: b.Name, Taken: taken, Location: *b.Status.Location}
@@ -81,6 +96,7 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 			}
 			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventDataLossAccepted, "DataLoss", "The data loss was accepted; the cluster serves what it holds")
 		}
+		r.Prober.AcceptLoss(client.ObjectKeyFromObject(cc))
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationAcceptDataLoss))
 		return true, client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
 
@@ -109,25 +125,34 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		p, _ := snap.pod(a.Pod)
 		return true, r.verifyRestore(ctx, cc, p, pw)
 
-	case ActionCompleteRestore:
+	case ActionCompleteRestore, ActionAbortRestore:
 		op := cc.Status.Operation
-		restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored)
-		msg := fmt.Sprintf("Restored from backup %s", op.Backup)
-		if restored != nil {
-			msg += ": " + restored.Message
+		lost := metav1.Condition{
+			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
+			Message: fmt.Sprintf("Restored from backup %s", op.Backup), ObservedGeneration: cc.Generation,
+		}
+		typ := corev1.EventTypeNormal
+		switch restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored); {
+		case a.Type == ActionAbortRestore:
+			lost.Reason, lost.Message = cachev1alpha1.ReasonDataFound, "No restore: "+a.Reason
+		case restored != nil && restored.Status != metav1.ConditionTrue:
+			// The pods did not load the dump as stored: the data is not
+			// back. A person decides; no second automatic attempt.
+			lost.Status, lost.Reason, typ = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreFailed, corev1.EventTypeWarning
+			lost.Message = fmt.Sprintf("The restore of backup %s failed its check: %s. Restore another backup into a new cluster, or accept what the cluster holds: kubectl annotate cachecluster %s %s=true",
+				op.Backup, restored.Message, cc.Name, cachev1alpha1.AnnotationAcceptDataLoss)
+		case restored != nil:
+			lost.Message += ": " + restored.Message
 		}
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			st.Operation = nil
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
-				Message: msg, ObservedGeneration: cc.Generation,
-			})
+			meta.SetStatusCondition(&st.Conditions, lost)
 		}); err != nil {
 			return true, err
 		}
 		took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
-		log.Info("Disaster recovery completed", "operation", op.ID, "backup", op.Backup, "duration", took.String())
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s completed in %s. %s", op.Type, op.ID, took, msg)
+		log.Info("Disaster recovery ended", "operation", op.ID, "backup", op.Backup, "duration", took.String(), "outcome", lost.Reason)
+		r.Recorder.Eventf(cc, nil, typ, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s ended in %s (%s). %s", op.Type, op.ID, took, lost.Reason, lost.Message)
 		return true, nil
 	}
 	return false, nil

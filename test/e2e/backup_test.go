@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -331,9 +332,10 @@ func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
 }
 
 // Every pod's data folder wiped at once: without autoRestore the cluster
-// is Failed (DataLost) and says which backup to restore and how; turning
-// autoRestore on rebuilds it in place from that backup, with every write
-// acknowledged before it, and without what was written after it.
+// is Failed (DataLost) and says which backup to restore and how; the loss
+// can be accepted. With autoRestore (whose pod restarts lose nothing) a
+// second wipe rebuilds the cluster in place from that backup, with every
+// write acknowledged before it and none after it.
 func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -348,39 +350,48 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	w := startWorkload(ns, "basic", pw)
 	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 300))
 	w.Stop()
-	mc := redisAt(pod(g, ns, before.Status.CurrentMaster).Status.PodIP, pw)
-	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	write := func(master, key string) {
+		mc := redisAt(pod(g, ns, master).Status.PodIP, pw)
+		defer mc.Close()
+		g.Expect(mc.Set(ctx, key, "lost", 0).Err()).To(Succeed())
+		g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	}
+	write(before.Status.CurrentMaster, "before-the-backup")
 	name := backupNow(g, ns, "basic", "--wait=2m")
 	g.Expect(getBackup(g, ns, name).Status.Phase).To(Equal(cachev1alpha1.BackupCompleted))
-	g.Expect(mc.Set(ctx, "after-the-backup", "lost", 0).Err()).To(Succeed())
-	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2))
-	mc.Close()
+	write(before.Status.CurrentMaster, "after-the-backup")
+
+	pods := []string{"basic-0", "basic-1", "basic-2"}
 	// The operator knows the data only from its probes: a loss is a run
 	// of redis-server that is empty after one that held keys. Wait until
-	// it has seen them on every pod.
-	g.Eventually(func(g Gomega) {
-		for _, p := range []string{"basic-0", "basic-1", "basic-2"} {
-			g.Expect(metric(g, `cacheops_redis_keys{cluster="basic",namespace="`+ns+`",pod="`+p+`"}`)).To(BeNumerically(">", 300))
-		}
-	}, limits.PodRestart, limits.Poll).Should(Succeed())
-
+	// it has seen keys on every pod.
+	seen := func() {
+		g.Eventually(func(g Gomega) {
+			for _, p := range pods {
+				g.Expect(metric(g, `cacheops_redis_keys{cluster="basic",namespace="`+ns+`",pod="`+p+`"}`)).To(BeNumerically(">", 0))
+			}
+		}, limits.PodRestart, limits.Poll).Should(Succeed())
+	}
 	// The disaster: every redis-server stopped, its data folder emptied,
 	// then killed; each comes back on an empty folder.
-	pods := []string{"basic-0", "basic-1", "basic-2"}
-	for _, p := range pods {
-		g.Expect(env.Freeze(ns, p, "redis")).To(Succeed())
-	}
-	for _, p := range pods {
-		dir := pvDir(g, ns, p)
-		entries, err := os.ReadDir(dir)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, e := range entries {
-			g.Expect(os.RemoveAll(filepath.Join(dir, e.Name()))).To(Succeed())
+	disaster := func() {
+		for _, p := range pods {
+			g.Expect(env.Freeze(ns, p, "redis")).To(Succeed())
+		}
+		for _, p := range pods {
+			dir := pvDir(g, ns, p)
+			entries, err := os.ReadDir(dir)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, e := range entries {
+				g.Expect(os.RemoveAll(filepath.Join(dir, e.Name()))).To(Succeed())
+			}
+		}
+		for _, p := range pods {
+			g.Expect(env.KillContainer(ns, p, "redis")).To(Succeed())
 		}
 	}
-	for _, p := range pods {
-		g.Expect(env.KillContainer(ns, p, "redis")).To(Succeed())
-	}
+	seen()
+	disaster()
 
 	// No autoRestore: Failed, saying what was lost and how to restore.
 	lost := waitCondition(g, ns, "basic", cachev1alpha1.ConditionDataLost, metav1.ConditionTrue)
@@ -395,10 +406,39 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
 	g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventDataLost))
 
-	// autoRestore on: the cluster is rebuilt from the backup in place.
+	// Accepted: the cluster serves what it holds, and the loss is not
+	// found again.
+	g.Expect(k8s.Patch(ctx, getCC(g, cc), client.RawPatch(types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+cachev1alpha1.AnnotationAcceptDataLoss+`":"true"}}}`)))).To(Succeed())
+	accepted := waitCondition(g, ns, "basic", cachev1alpha1.ConditionDataLost, metav1.ConditionFalse)
+	g.Expect(accepted.Reason).To(Equal(cachev1alpha1.ReasonDataLossAccepted))
+	running := waitRunning(g, cc)
+	g.Expect(running.Annotations).NotTo(HaveKey(cachev1alpha1.AnnotationAcceptDataLoss), "day-two removes the annotation")
+	g.Expect(meta.FindStatusCondition(running.Status.Conditions, cachev1alpha1.ConditionDataLost).Reason).To(Equal(cachev1alpha1.ReasonDataLossAccepted))
+
+	// autoRestore on: the pods restart once onto the restore init
+	// container, with their data, which is no loss.
+	write(running.Status.CurrentMaster, "after-the-accept")
 	mergePatch(g, cc, `{"spec":{"backup":{"autoRestore":true}}}`)
+	g.Eventually(func(g Gomega) {
+		sts := &appsv1.StatefulSet{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
+		g.Expect(sts.Status.UpdatedReplicas).To(BeEquivalentTo(3))
+		got := getCC(g, cc)
+		g.Expect(got.Status.Operation).To(BeNil())
+		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionDataLost).Reason).To(Equal(cachev1alpha1.ReasonDataLossAccepted), "restarts that kept the data are no loss")
+
+	// The second disaster restores the backup by itself.
+	seen()
+	disaster()
 	restored := waitCondition(g, ns, "basic", cachev1alpha1.ConditionDataLost, metav1.ConditionFalse)
-	g.Expect(restored.Reason).To(Equal(cachev1alpha1.ReasonDataRestored))
+	g.Eventually(func(g Gomega) {
+		restored = condition(g, ns, "basic", cachev1alpha1.ConditionDataLost)
+		g.Expect(restored.Reason).To(Equal(cachev1alpha1.ReasonDataRestored))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
 	t.Logf("DataLost=False: %s", restored.Message)
 	after := waitReplicating(g, cc)
 	g.Expect(after.Status.Operation).To(BeNil())
@@ -408,9 +448,10 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	checked, missing := w.Verify(g)
 	g.Expect(missing).To(BeEmpty(), "acknowledged writes missing after the recovery")
 	t.Logf("%d acknowledged writes found after the recovery", checked)
-	mc = redisAt(pod(g, ns, after.Status.CurrentMaster).Status.PodIP, pw)
+	mc := redisAt(pod(g, ns, after.Status.CurrentMaster).Status.PodIP, pw)
 	defer mc.Close()
-	g.Expect(mc.Exists(ctx, "after-the-backup").Val()).To(BeZero(), "a write after the backup cannot come back")
+	g.Expect(mc.Exists(ctx, "before-the-backup").Val()).To(BeEquivalentTo(1))
+	g.Expect(mc.Exists(ctx, "after-the-backup", "after-the-accept").Val()).To(BeZero(), "writes after the backup cannot come back")
 	started := eventsByReason(g, ns)[cachev1alpha1.EventRestoreStarted]
 	g.Expect(started).To(HaveLen(1))
 	g.Expect(started[0].Message).To(ContainSubstring("restoring backup " + name))
