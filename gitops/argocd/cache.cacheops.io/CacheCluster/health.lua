@@ -12,7 +12,8 @@
 --   3. spec.paused                                 -> Suspended
 --   4. Stalled=True or phase Failed                -> Degraded
 --   5. phase Degraded                              -> Degraded
---   6. phase Initializing, Scaling or Upgrading    -> Progressing
+--   6. a disaster recovery (operation Restore)     -> Progressing
+--      phase Initializing, Scaling or Upgrading    -> Progressing
 --   7. phase BackupRunning: Healthy while Ready=True (a nightly backup must
 --      not flip the application's health), Progressing otherwise
 --   8. Ready=True                                  -> Healthy
@@ -134,7 +135,12 @@ if phase == "Degraded" then
   return result("Degraded", trueMessage(degraded) or notTrueMessage(ready) or "CacheCluster is degraded")
 end
 
--- 6. A change is rolling out.
+-- 6. The cluster is rebuilt from a backup after it lost its data, or a
+-- change is rolling out.
+if field(status.operation, "type") == "Restore" then
+  return result("Progressing", withDetail("Restoring the latest backup after a data loss",
+    trueMessage(reconciling) or messageOf(ready)))
+end
 if phase == "Initializing" or phase == "Scaling" or phase == "Upgrading" then
   return result("Progressing", withDetail(phase .. ": the change from git is still rolling out",
     trueMessage(reconciling) or messageOf(ready)))
