@@ -448,7 +448,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 // retried) until the attempts run out.
 func (r *Reconciler) backupFailed(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, uid types.UID, attempt int32, runCtx context.Context, err error) {
 	log := ctrl.Log.WithName(ControllerName)
-	aborted := errors.Is(context.Cause(runCtx), errFailover)
+	aborted := errors.Is(context.Cause(runCtx), errFailover) || errors.Is(context.Cause(runCtx), errRestore)
 	phase, msg := cachev1alpha1.BackupPending, fmt.Sprintf("attempt %d failed: %v; retried", attempt, err)
 	if aborted {
 		msg = fmt.Sprintf("attempt %d aborted: %v; taken again after it", attempt, context.Cause(runCtx))

@@ -41,11 +41,12 @@ type Observation struct {
 	UptimeSeconds int64
 	// RunID is run_id: it changes with every start of redis-server.
 	RunID string
-	// LostData: this redis-server started empty (and holds no key still)
-	// while the run before it in this pod, as the prober saw it last,
-	// held keys: its data folder was lost or wiped. An emptied dataset
-	// (FLUSHALL, expiry) is not a loss: the run did not change. Known
-	// only from what this operator process saw.
+	// LostData: this redis-server started empty while the run before it
+	// in this pod, as the prober saw it last, held keys: its data folder
+	// was lost or wiped. It stays so for the run, whatever is written to
+	// it since, until it syncs as a replica from a pod that kept its data.
+	// An emptied dataset (FLUSHALL, expiry) is not a loss: the run did not
+	// change. Known only from what this operator process saw.
 	LostData bool
 	// FailoverState is master_failover_state: no-failover,
 	// waiting-for-sync or failover-in-progress.
@@ -184,7 +185,7 @@ func (p *Prober) withRuns(key types.NamespacedName, f func(map[string]run)) {
 	defer cp.mu.Unlock()
 	f(cp.runs)
 	for pod, o := range cp.results {
-		o.LostData = cp.runs[pod].lost && o.Keys == 0
+		o.LostData = cp.runs[pod].lost
 		cp.results[pod] = o
 	}
 }
@@ -289,14 +290,29 @@ func (cp *clusterProbe) record(o Observation) bool {
 			}
 		}
 		r.keys = o.Keys
-		if o.Keys > 0 {
+		if r.lost && o.Keys > 0 && o.Role == "slave" && o.MasterLinkUp && cp.keptData(o.MasterHost) {
+			// Synced from a pod that kept the data: it holds the data
+			// again. Keys written after the loss (to a master that lost
+			// its data, and replicated from it) are not the data.
 			r.lost = false
 		}
 		cp.runs[o.Pod] = r
 	}
-	o.LostData = cp.runs[o.Pod].lost && o.Keys == 0
+	o.LostData = cp.runs[o.Pod].lost
 	cp.results[o.Pod] = o
 	return !had || significant(prev, o) || !o.Reachable
+}
+
+// keptData tells whether the pod at ip runs redis-server in a run that did
+// not lose its data. The caller holds cp.mu.
+func (cp *clusterProbe) keptData(ip string) bool {
+	for pod, o := range cp.results {
+		if o.IP == ip {
+			r, ok := cp.runs[pod]
+			return ok && !r.lost
+		}
+	}
+	return false
 }
 
 // Refresh probes one pod now and records what it sees, so the step after a

@@ -22,9 +22,6 @@ const (
 	// ActionCompleteRestore ends the Restore operation: DataLost False, or
 	// True (RestoreFailed) when the restored master failed its check.
 	ActionCompleteRestore ActionType = "CompleteRestore"
-	// ActionAbortRestore ends a Restore before any pod was recreated,
-	// because a pod holds data after all.
-	ActionAbortRestore ActionType = "AbortRestore"
 )
 
 // RestorePoint is a completed backup a disaster recovery can restore.
@@ -55,19 +52,23 @@ func dataLoss(s Snapshot) (bool, string) {
 	}
 	var lost []string
 	for i, p := range sortedPods(s) {
-		if p.Ordinal() != i || !healthy(p) || p.Obs.Keys > 0 {
-			// A pod that does not answer may still hold the data; one
-			// that holds keys is the data.
+		switch {
+		case p.Ordinal() != i || !healthy(p):
+			// A pod that is missing or does not answer may still hold
+			// the data.
 			return false, ""
-		}
-		if p.Obs.LostData {
+		case p.Obs.LostData:
+			// Keys written since the loss are not the data.
 			lost = append(lost, p.Name)
+		case p.Obs.Keys > 0:
+			// A pod that kept its data.
+			return false, ""
 		}
 	}
 	if 2*len(lost) <= want {
 		return false, ""
 	}
-	return true, fmt.Sprintf("%d of %d pods (%s) came back without their data and no pod holds any", len(lost), want, strings.Join(lost, ", "))
+	return true, fmt.Sprintf("%d of %d pods (%s) came back without their data and no pod kept any", len(lost), want, strings.Join(lost, ", "))
 }
 
 // planDataLoss notices a lost dataset. With spec.backup.autoRestore and a
@@ -86,11 +87,17 @@ func planDataLoss(s Snapshot) Action {
 		what = "the data was lost (condition DataLost)"
 	}
 	if s.AutoRestore && s.LatestBackup != nil && !s.RestoreFailed {
-		if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationBackup {
-			// Another operation finishes first (a backup is aborted).
-			return Action{Type: ActionNone}
-		}
 		b := s.LatestBackup
+		if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationBackup {
+			// Another operation finishes first (a backup is aborted); the
+			// loss is recorded now, so it is restored after it even if
+			// the pods hold keys again by then.
+			if s.DataLost {
+				return Action{Type: ActionNone}
+			}
+			return Action{Type: ActionReportDataLoss, Reason: fmt.Sprintf("%s; backup %s, taken %s, is restored when the %s operation in progress ends (writes after the backup are lost)",
+				what, b.Name, b.Taken.UTC().Format(time.RFC3339), op.Type)}
+		}
 		return Action{Type: ActionStartRestore, Reason: fmt.Sprintf("%s; restoring backup %s, taken %s: writes after it are lost", what, b.Name, b.Taken.UTC().Format(time.RFC3339)),
 			Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationRestore, Backup: b.Name, Reason: "restore backup " + b.Name + ": " + what}}
 	}
@@ -117,19 +124,15 @@ func restoreAdvice(s Snapshot) string {
 // labelled; the replicas following it; done.
 func planRestore(s Snapshot) Action {
 	op := s.Operation
+	if s.AcceptDataLoss {
+		return Action{Type: ActionAcceptDataLoss, Reason: "the annotation " + cachev1alpha1.AnnotationAcceptDataLoss + " ends the restore"}
+	}
 	for _, p := range sortedPods(s) {
 		if p.RoleLabel == cachev1alpha1.RoleMaster && op.Step != cachev1alpha1.StepVerified {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "restore: no client may write until the data is back"}
 		}
 	}
 	if op.Step == "" {
-		// Nothing recreated yet: a pod that holds data after all (it came
-		// back) ends the restore before it replaces anything.
-		for _, p := range sortedPods(s) {
-			if healthy(p) && p.Obs.Keys > 0 {
-				return Action{Type: ActionAbortRestore, Pod: p.Name, Reason: fmt.Sprintf("%s holds %d keys", p.Name, p.Obs.Keys)}
-			}
-		}
 		rc := s.RestoreConfig
 		switch {
 		case rc == nil || rc.Replace != op.ID || rc.State != "pending":
@@ -165,11 +168,12 @@ func planRestore(s Snapshot) Action {
 		p, ok := s.pod(name)
 		if !ok || p.Deleting || !healthy(p) {
 			why := "restore: waiting for " + name + " to load the dump"
-			if stepExpired(s) && !strings.Contains(op.Reason, why) {
+			if op.Step == cachev1alpha1.StepRecreate && stepExpired(s) && !strings.Contains(op.Reason, why) {
 				// Say so in the status: a dump gone from the bucket, wrong
 				// credentials, a checksum that does not match.
 				next := op.DeepCopy()
-				next.Reason = fmt.Sprintf("%s; %s for more than %s: see kubectl logs %s -c restore", op.Reason, why, s.StepDeadline, name)
+				next.Reason = fmt.Sprintf("%s; %s for more than %s: see kubectl logs %s -c restore; to start the pods on what they hold instead: kubectl annotate cachecluster %s %s=true",
+					op.Reason, why, s.StepDeadline, name, s.Name, cachev1alpha1.AnnotationAcceptDataLoss)
 				return Action{Type: ActionNextStep, Pod: name, Operation: next, Reason: why + " for too long"}
 			}
 			return Action{Type: ActionWait, Pod: name, Reason: why}

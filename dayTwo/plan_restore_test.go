@@ -100,16 +100,40 @@ func TestPlanDataLoss(t *testing.T) {
 			}(), want: ActionNone,
 		},
 		{
-			name: "another operation finishes before a restore starts", given: func() Snapshot {
+			name: "another operation in progress: the loss is recorded now, the restore follows it", given: func() Snapshot {
 				s := upgrading(wiped("c-0", "c-1"))
 				s.AutoRestore, s.LatestBackup = true, latest()
 				return s
+			}(), want: ActionReportDataLoss,
+			check: func(g Gomega, a Action) {
+				g.Expect(a.Reason).To(ContainSubstring("is restored when the Upgrade operation in progress ends"))
+			},
+		},
+		{
+			name: "another operation in progress, the loss recorded: the operation goes on", given: func() Snapshot {
+				s := upgrading(wiped("c-0", "c-1"))
+				s.AutoRestore, s.LatestBackup, s.DataLost = true, latest(), true
+				return s
 			}(), want: ActionRestartPod,
+		},
+		{
+			name: "keys written to the pods since they lost their data are not the data", given: func() Snapshot {
+				s := wiped("c-0", "c-1", "c-2")
+				for i := range s.Pods {
+					s.Pods[i].Obs.Keys = 3
+				}
+				return s
+			}(), want: ActionReportDataLoss,
 		},
 		{name: "the annotation accepts a loss", given: func() Snapshot { s := wiped("c-0", "c-1"); s.DataLost, s.AcceptDataLoss = true, true; return s }(), want: ActionAcceptDataLoss},
 
 		{name: "restore: traffic off the master first", given: setPod(restoring(wiped(), ""), "c-0", func(p *PodState) { p.RoleLabel = "master" }), want: ActionUnlabel, pod: "c-0"},
-		{name: "restore: a pod that holds data after all ends it before anything is replaced", given: restoring(setPod(wiped(), "c-2", func(p *PodState) { p.Obs.Keys = 5 }), ""), want: ActionAbortRestore, pod: "c-2"},
+		{name: "restore: keys written after the loss do not stop it", given: restoring(setPod(wiped("c-2"), "c-2", func(p *PodState) { p.Obs.Keys = 5 }), ""), want: ActionNextStep},
+		{name: "restore: the annotation ends a restore that cannot finish", given: func() Snapshot {
+			s := restoring(wiped(), cachev1alpha1.StepRecreate)
+			s.AcceptDataLoss = true
+			return s
+		}(), want: ActionAcceptDataLoss},
 		{
 			name: "restore: a pod that does not load the dump in time is named in the operation", given: func() Snapshot {
 				s := restoring(wiped(), cachev1alpha1.StepRecreate)
@@ -194,7 +218,11 @@ func TestProberTellsALostDatasetFromAnEmptiedOne(t *testing.T) {
 	g.Expect(see("b", 10).LostData).To(BeFalse(), "a restart that loaded its data")
 	g.Expect(see("c", 0).LostData).To(BeTrue(), "a restart that came back empty")
 	g.Expect(see("c", 0).LostData).To(BeTrue(), "stays lost while empty")
-	g.Expect(see("c", 5).LostData).To(BeFalse(), "data again (a replica synced)")
+	g.Expect(see("c", 5).LostData).To(BeTrue(), "keys written since are not the data")
+	// Synced as a replica from a pod that kept its data: the data is back.
+	cp.record(Observation{Pod: "c-1", IP: ip1, Reachable: true, RunID: "k", Keys: 9, Role: "master"})
+	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "c", Keys: 9, Role: "slave", MasterHost: ip1, MasterLinkUp: true})
+	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "synced from a pod that kept its data")
 	g.Expect(see("c", 0).LostData).To(BeFalse(), "emptied while running: FLUSHALL")
 	g.Expect(see("d", 0).LostData).To(BeFalse(), "a restart of an empty dataset lost nothing")
 	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "d", Keys: 7})

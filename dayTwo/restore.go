@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 )
 
 // errRestore cancels a backup stream that a disaster recovery pre-empts.
-var errRestore = fmt.Errorf("the cluster lost its data and is being restored")
+var errRestore = errors.New("the cluster lost its data and is being restored")
 
 // observeRestore fills the snapshot's view of a lost dataset and of what
 // a disaster recovery needs: the DataLost condition, the annotation that
@@ -87,6 +88,11 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 	case ActionAcceptDataLoss:
 		if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
 			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+				if st.Operation != nil && st.Operation.Type == cachev1alpha1.OperationRestore {
+					// A restore that cannot finish (the dump is gone) ends
+					// here; the pods start on what they hold.
+					st.Operation = nil
+				}
 				meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 					Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataLossAccepted,
 					Message: "The loss was accepted (annotation " + cachev1alpha1.AnnotationAcceptDataLoss + "); the cluster serves what it holds", ObservedGeneration: cc.Generation,
@@ -125,7 +131,7 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		p, _ := snap.pod(a.Pod)
 		return true, r.verifyRestore(ctx, cc, p, pw)
 
-	case ActionCompleteRestore, ActionAbortRestore:
+	case ActionCompleteRestore:
 		op := cc.Status.Operation
 		lost := metav1.Condition{
 			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
@@ -133,8 +139,6 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		}
 		typ := corev1.EventTypeNormal
 		switch restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored); {
-		case a.Type == ActionAbortRestore:
-			lost.Reason, lost.Message = cachev1alpha1.ReasonDataFound, "No restore: "+a.Reason
 		case restored != nil && restored.Status != metav1.ConditionTrue:
 			// The pods did not load the dump as stored: the data is not
 			// back. A person decides; no second automatic attempt.

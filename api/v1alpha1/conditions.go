@@ -95,10 +95,8 @@ const (
 	ReasonDataRestored     = "DataRestored"
 	ReasonDataLossAccepted = "DataLossAccepted"
 	// ReasonRestoreFailed: a disaster recovery restored a dump whose key
-	// count did not match its metadata; ReasonDataFound: a pod held data
-	// after all, so nothing was restored.
+	// count did not match its metadata.
 	ReasonRestoreFailed = "RestoreFailed"
-	ReasonDataFound     = "DataFound"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.
