@@ -455,6 +455,17 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[
 // and ConfigMap rendered from the target values, an empty data folder, no
 // label any Service selects.
 func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) error {
+	// The cache may not show the pod made a moment ago: ask the API
+	// server, so a pre-check pod is not deleted and made again while it
+	// starts.
+	live := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, live)
+	if err == nil && live.DeletionTimestamp.IsZero() && live.Annotations[annotationTemplateKey] == renderer.TemplateKey(target) {
+		return nil
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
 	if err := r.deletePrecheck(ctx, cc); err != nil {
 		return err
 	}

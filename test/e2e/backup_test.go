@@ -456,5 +456,7 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	g.Expect(started).To(HaveLen(1))
 	g.Expect(started[0].Message).To(ContainSubstring("restoring backup " + name))
 	g.Expect(started[0].Message).To(ContainSubstring("writes after it are lost"))
-	g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventRestoreCompleted))
+	completed := eventsByReason(g, ns)[cachev1alpha1.EventRestoreCompleted]
+	g.Expect(completed).To(HaveLen(1))
+	t.Logf("%s", completed[0].Message)
 }
