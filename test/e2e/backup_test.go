@@ -459,4 +459,12 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	completed := eventsByReason(g, ns)[cachev1alpha1.EventRestoreCompleted]
 	g.Expect(completed).To(HaveLen(1))
 	t.Logf("%s", completed[0].Message)
+
+	// Gone before the next tests, whose faults would make it churn.
+	g.Expect(k8s.Delete(ctx, cc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		list := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty())
+	}, limits.Cleanup, limits.Poll).Should(Succeed())
 }
