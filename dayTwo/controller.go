@@ -141,6 +141,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	r.Prober.Ensure(cc, targets, password, probePeriod(timeout))
+	if ro := cc.Status.Rollout; ro != nil {
+		// Ordinals scaled away are forgotten: a pod made there later
+		// starts on a new volume, which is no loss.
+		r.Prober.ForgetRuns(req.NamespacedName, func(pod string) bool { return (PodState{Name: pod}).Ordinal() < int(ro.Replicas) })
+	}
 	obs := r.Prober.Observations(req.NamespacedName)
 	for _, p := range pods.Items {
 		o, seen := obs[p.Name]

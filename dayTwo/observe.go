@@ -175,10 +175,8 @@ func (p *Prober) ForgetRuns(key types.NamespacedName, keep func(pod string) bool
 }
 
 func (p *Prober) withRuns(key types.NamespacedName, f func(map[string]run)) {
-	p.mu.Lock()
-	cp, ok := p.clusters[key]
-	p.mu.Unlock()
-	if !ok {
+	cp := p.cluster(key)
+	if cp == nil {
 		return
 	}
 	cp.mu.Lock()
@@ -190,13 +188,18 @@ func (p *Prober) withRuns(key types.NamespacedName, f func(map[string]run)) {
 	}
 }
 
+// cluster is the probing of one cluster; nil when there is none.
+func (p *Prober) cluster(key types.NamespacedName) *clusterProbe {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clusters[key]
+}
+
 // Observations returns the latest observation of every probed pod.
 func (p *Prober) Observations(key types.NamespacedName) map[string]Observation {
-	p.mu.Lock()
-	cp, ok := p.clusters[key]
-	p.mu.Unlock()
+	cp := p.cluster(key)
 	out := map[string]Observation{}
-	if !ok {
+	if cp == nil {
 		return out
 	}
 	cp.mu.Lock()
@@ -319,10 +322,8 @@ func (cp *clusterProbe) keptData(ip string) bool {
 // change made to a pod's Redis is planned on its effect, not on the look
 // before it.
 func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target, timeout time.Duration) {
-	p.mu.Lock()
-	cp, ok := p.clusters[key]
-	p.mu.Unlock()
-	if !ok {
+	cp := p.cluster(key)
+	if cp == nil {
 		return
 	}
 	cp.mu.Lock()

@@ -92,13 +92,7 @@ func TestPlanOperations(t *testing.T) {
 	keyOf := func(v string) string { s := cluster(3, 0); return renderer.TemplateKey(version(s, v)) }
 	valuesOf := func(v string) string { s := cluster(3, 0); return renderer.ValuesKey(version(s, v)) }
 
-	tests := []struct {
-		name  string
-		given Snapshot
-		want  ActionType
-		pod   string
-		check func(Gomega, Action)
-	}{
+	tests := []planCase{
 		{name: "spec is approved first", given: func() Snapshot { s := cluster(3, 0); s.Approved = nil; return s }(), want: ActionApprove},
 		{
 			name: "more replicas start a scaling", given: func() Snapshot { s := cluster(3, 0); s.Spec.Replicas = 5; return s }(), want: ActionStartOperation,
@@ -373,7 +367,21 @@ func TestPlanOperations(t *testing.T) {
 			given: setPod(upgrading(cluster(3, 0), "c-2"), "c-0", func(p *PodState) { *p = down(*p, time.Minute) }),
 		},
 	}
-	for _, tt := range tests {
+	runPlanCases(t, tests)
+}
+
+// planCase is one decision of Plan: given a snapshot, the step it takes
+// (and the pod, and whatever check says).
+type planCase struct {
+	name  string
+	given Snapshot
+	want  ActionType
+	pod   string
+	check func(Gomega, Action)
+}
+
+func runPlanCases(t *testing.T, cases []planCase) {
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			got := Plan(tt.given)

@@ -33,19 +33,25 @@ type RestorePoint struct {
 }
 
 // RestoreConfig is the ConfigMap the restore init container reads, as
-// last observed.
+// last observed: its state, and the recovery that may replace data.
 type RestoreConfig struct {
-	State, Key, Replace string
+	State, Replace string
+}
+
+// wantPods is how many pods the cluster runs: the approved count, or what
+// exists before the first approval.
+func wantPods(s Snapshot) int {
+	if s.Approved != nil {
+		return int(s.Approved.Replicas)
+	}
+	return len(s.Pods)
 }
 
 // dataLoss tells whether the cluster lost its data: more than half of the
 // pods came back without the data their previous run held, every pod
 // answers, and none holds a key. It says what it saw, for the Event.
 func dataLoss(s Snapshot) (bool, string) {
-	want := len(s.Pods)
-	if s.Approved != nil {
-		want = int(s.Approved.Replicas)
-	}
+	want := wantPods(s)
 	if len(s.Pods) != want {
 		// A pod that is missing may come back with the data.
 		return false, ""
@@ -158,10 +164,7 @@ func planRestore(s Snapshot) Action {
 			}
 		}
 	}
-	want := len(s.Pods)
-	if s.Approved != nil {
-		want = int(s.Approved.Replicas)
-	}
+	want := wantPods(s)
 	var master PodState
 	for i := 0; i < want; i++ {
 		name := fmt.Sprintf("%s-%d", s.Name, i)

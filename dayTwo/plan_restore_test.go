@@ -33,7 +33,7 @@ func latest() *RestorePoint {
 // ready for it.
 func restoring(s Snapshot, step string) Snapshot {
 	s = withOp(s, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationRestore, Backup: "c-20261130110000", Step: step})
-	s.RestoreConfig = &RestoreConfig{State: "pending", Key: "ns/c/c-20261130110000.rdb", Replace: "op1"}
+	s.RestoreConfig = &RestoreConfig{State: "pending", Replace: "op1"}
 	s.StatefulSet.RestoreInit = true
 	s.LatestBackup = latest()
 	s.AutoRestore = true
@@ -51,13 +51,7 @@ func TestPlanDataLoss(t *testing.T) {
 		}
 		return s
 	}
-	tests := []struct {
-		name  string
-		given Snapshot
-		want  ActionType
-		pod   string
-		check func(Gomega, Action)
-	}{
+	runPlanCases(t, []planCase{
 		{name: "one wiped replica of three is no loss: the others hold the data", given: setPod(cluster(3, 0), "c-2", func(p *PodState) { p.Obs.Keys, p.Obs.LostData = 0, true }), want: ActionNone},
 		{name: "an emptied cluster that kept running is no loss (FLUSHALL)", given: wiped(), want: ActionNone},
 		{name: "one pod of three lost and none holds data is no loss: not a majority", given: wiped("c-1"), want: ActionNone},
@@ -187,20 +181,7 @@ func TestPlanDataLoss(t *testing.T) {
 				return recreated(s)
 			}(), want: ActionWait, pod: "c-0",
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got := Plan(tt.given)
-			g.Expect(got.Type).To(Equal(tt.want), "%s", got)
-			if tt.pod != "" {
-				g.Expect(got.Pod).To(Equal(tt.pod), "%s", got)
-			}
-			if tt.check != nil {
-				tt.check(g, got)
-			}
-		})
-	}
+	})
 }
 
 // TestProberTellsALostDatasetFromAnEmptiedOne: a new run of redis-server

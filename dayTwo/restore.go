@@ -32,11 +32,6 @@ func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		lossFound = c.LastTransitionTime.Time
 	}
 	_, snap.AcceptDataLoss = cc.Annotations[cachev1alpha1.AnnotationAcceptDataLoss]
-	// Ordinals scaled away are forgotten: a pod made there later starts on
-	// a new volume.
-	if a := snap.Approved; a != nil {
-		r.Prober.ForgetRuns(client.ObjectKeyFromObject(cc), func(pod string) bool { return (PodState{Name: pod}).Ordinal() < int(a.Replicas) })
-	}
 	// What a recovery restores: the newest completed backup that holds
 	// keys (or an unknown count) and was taken before the loss was found.
 	for _, b := range backups {
@@ -61,7 +56,7 @@ func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 	case err != nil:
 		return err
 	default:
-		snap.RestoreConfig = &RestoreConfig{State: cm.Data["state"], Key: cm.Data["key"], Replace: cm.Data["replace"]}
+		snap.RestoreConfig = &RestoreConfig{State: cm.Data["state"], Replace: cm.Data["replace"]}
 	}
 	return nil
 }

@@ -275,16 +275,12 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 	}
 
 	// The rendered objects, from spec (what the cluster converges to).
-	diffs, err := objectDiffs(b, a)
+	diffs, templateChanged, err := objectDiffs(b, a)
 	if err != nil {
 		return p, err
 	}
 	p.Objects = diffs
 
-	templateChanged, err := podTemplateChanged(b, a)
-	if err != nil {
-		return p, err
-	}
 	steps, err := daytwo.Simulate(b, a, master, templateChanged)
 	if err != nil {
 		return p, err
@@ -311,61 +307,40 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 	return p, nil
 }
 
-// podTemplateChanged tells whether the StatefulSet's pod template differs
-// between the two sides: day-two then restarts the pods onto the new one,
-// even when what it changes (the restore init container of
-// backup.autoRestore, a probe) is none of the values it approves.
-func podTemplateChanged(b, a *cachev1alpha1.CacheCluster) (bool, error) {
-	template := func(cc *cachev1alpha1.CacheCluster) (any, error) {
+// objectDiffs renders both sides and diffs the objects that differ. It
+// also tells whether the StatefulSet's pod template differs: day-two then
+// restarts the pods onto the new one, even when what changes (the restore
+// init container of backup.autoRestore, a probe) is none of the values it
+// approves.
+func objectDiffs(b, a *cachev1alpha1.CacheCluster) ([]ObjectDiff, bool, error) {
+	render := func(cc *cachev1alpha1.CacheCluster) (map[string]string, []string, any, error) {
 		objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
 		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			if o.GetKind() == "StatefulSet" {
-				t, _, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "template")
-				return t, err
-			}
-		}
-		return nil, nil
-	}
-	tb, err := template(b)
-	if err != nil {
-		return false, err
-	}
-	ta, err := template(a)
-	if err != nil {
-		return false, err
-	}
-	return !equality.Semantic.DeepEqual(tb, ta), nil
-}
-
-// objectDiffs renders both sides and diffs the objects that differ.
-func objectDiffs(b, a *cachev1alpha1.CacheCluster) ([]ObjectDiff, error) {
-	render := func(cc *cachev1alpha1.CacheCluster) (map[string]string, []string, error) {
-		objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
-		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		out, order := map[string]string{}, []string{}
+		var template any
 		for _, o := range objs {
 			y, err := yaml.Marshal(o.Object)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			k := o.GetKind() + "/" + o.GetName()
 			out[k] = string(y)
 			order = append(order, k)
+			if o.GetKind() == "StatefulSet" {
+				template, _, _ = unstructured.NestedFieldNoCopy(o.Object, "spec", "template")
+			}
 		}
-		return out, order, nil
+		return out, order, template, nil
 	}
-	before, order, err := render(b)
+	before, order, tb, err := render(b)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	after, order2, err := render(a)
+	after, order2, ta, err := render(a)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, k := range order2 {
 		if _, ok := before[k]; !ok {
@@ -383,7 +358,7 @@ func objectDiffs(b, a *cachev1alpha1.CacheCluster) ([]ObjectDiff, error) {
 		})
 		diffs = append(diffs, ObjectDiff{Object: k, Diff: d})
 	}
-	return diffs, nil
+	return diffs, !equality.Semantic.DeepEqual(tb, ta), nil
 }
 
 func impact(op PlannedOperation) string {
