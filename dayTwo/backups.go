@@ -345,24 +345,33 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	if cb.Status.Attempts >= maxBackupAttempts {
 		return fail(fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
 	}
-	if cc.Spec.Backup.S3 == nil {
-		return fail("the cluster has no backup target: set spec.backup.s3")
+	target := cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, PVC: cc.Spec.Backup.PVC}
+	if target.S3 == nil && target.PVC == nil {
+		return fail("the cluster has no backup target: set spec.backup.s3 or spec.backup.pvc")
 	}
-	spec := *cc.Spec.Backup.S3
-	target, err := r.s3Target(ctx, cc.Namespace, spec)
+	prefix := ""
+	if target.S3 != nil {
+		prefix = target.S3.Prefix
+	} else {
+		prefix = target.PVC.Prefix
+	}
+	store, err := r.openStore(ctx, cc, target)
 	if err != nil {
 		var missing *missingKeyError
+		var notReady *storeNotReadyError
 		if apierrors.IsNotFound(err) || errors.As(err, &missing) {
 			return fail(err.Error())
 		}
+		if errors.As(err, &notReady) {
+			// Counted as an attempt: retried after a pause, then Failed
+			// with the pod's reason in LastBackupSucceeded.
+			return r.failAttemptBeforeStart(ctx, cc, key, cb, err)
+		}
 		return err // the API server, not the Secret: the step is retried
 	}
-	store, err := backup.NewStore(target)
-	if err != nil {
-		return fail(err.Error())
-	}
 	src, _ := snap.pod(a.Pod)
-	objectKey := backup.ObjectKey(spec.Prefix, cc.Namespace, cc.Name, name)
+	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, name)
+	where := store.Where(objectKey)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	if !r.backups.add(key, cc.Name, cancel) {
 		cancel(nil)
@@ -373,7 +382,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		t := metav1.NewTime(start)
 		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, attempt, a.Pod, &t, nil
-		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to s3://%s/%s", a.Pod, spec.Bucket, objectKey)
+		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to %s", a.Pod, where)
 		return nil
 	}); err != nil {
 		r.backups.done(key)
@@ -381,7 +390,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		return err
 	}
 	log.Info("Backup started", "backup", name, "source", a.Pod, "attempt", attempt, "key", objectKey)
-	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s to s3://%s/%s", name, attempt, a.Pod, spec.Bucket, objectKey)
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s to %s", name, attempt, a.Pod, where)
 
 	clusterKey := client.ObjectKeyFromObject(cc)
 	ref := cc.DeepCopy()
@@ -417,7 +426,9 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			if res.HeaderErr != nil {
 				b.Status.Message = "stored; the key count is unknown: " + res.HeaderErr.Error()
 			}
-			b.Status.Location = &cachev1alpha1.BackupLocation{S3Target: spec, Key: objectKey}
+			loc := target.DeepCopy()
+			loc.Key = objectKey
+			b.Status.Location = loc
 			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
 			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
 			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
@@ -433,8 +444,8 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		backupDuration.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Observe(took.Seconds())
 		backupSize.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(res.Size))
 		backupLastSuccess.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(end.Unix()))
-		if err := r.recordSuccess(bg, clusterKey, name, end, fmt.Sprintf("%s completed at %s: %d keys, %d bytes, s3://%s/%s",
-			name, end.UTC().Format(time.RFC3339), res.Header.Keys, res.Size, spec.Bucket, objectKey)); err != nil {
+		if err := r.recordSuccess(bg, clusterKey, name, end, fmt.Sprintf("%s completed at %s: %d keys, %d bytes, %s",
+			name, end.UTC().Format(time.RFC3339), res.Header.Keys, res.Size, where)); err != nil {
 			ctrl.Log.WithName(ControllerName).Error(err, "Recording the last successful backup", "cluster", clusterKey)
 		}
 		if err := r.applyRetention(bg, clusterKey); err != nil {
@@ -575,7 +586,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		if byAge {
 			why = "older than " + ret.MaxAge.Duration.String()
 		}
-		if err := r.deleteStored(ctx, cc.Namespace, *b.Status.Location); err != nil {
+		if err := r.deleteStored(ctx, cc, *b.Status.Location); err != nil {
 			errs = append(errs, fmt.Errorf("backup %s: %w", b.Name, err))
 			continue
 		}
@@ -583,17 +594,13 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupPruned, "Retention", "Removed backup %s and s3://%s/%s (%s)", b.Name, b.Status.Location.Bucket, b.Status.Location.Key, why)
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupPruned, "Retention", "Removed backup %s and %s (%s)", b.Name, b.Status.Location, why)
 	}
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) deleteStored(ctx context.Context, ns string, loc cachev1alpha1.BackupLocation) error {
-	t, err := r.s3Target(ctx, ns, loc.S3Target)
-	if err != nil {
-		return err
-	}
-	store, err := backup.NewStore(t)
+func (r *Reconciler) deleteStored(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) error {
+	store, err := r.openStore(ctx, cc, loc)
 	if err != nil {
 		return err
 	}
@@ -612,7 +619,7 @@ func ptrOr[T any](p *T, def T) T {
 // the next is due.
 func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup) (time.Duration, error) {
 	bs := cc.Spec.Backup
-	if !bs.Enabled || bs.S3 == nil {
+	if !bs.Enabled || (bs.S3 == nil && bs.PVC == nil) {
 		labels := prometheus.Labels{"namespace": cc.Namespace, "cluster": cc.Name}
 		backupInterval.DeletePartialMatch(labels)
 		backupLastSuccess.DeletePartialMatch(labels)
@@ -730,7 +737,7 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 		return nil
 	}
 	cond := metav1.Condition{Type: cachev1alpha1.ConditionRestored, ObservedGeneration: cc.Generation}
-	m, err := r.restoreMetadata(ctx, cc.Namespace, *loc)
+	m, err := r.restoreMetadata(ctx, cc, *loc)
 	var keys int64
 	if err == nil {
 		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
@@ -760,15 +767,15 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 		cond.Message = fmt.Sprintf("could not check the restore of %s for %s: %v", loc.Key, verifyRetryFor, err)
 	case m.Keys < 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
-		cond.Message = fmt.Sprintf("%s holds %d keys from s3://%s/%s (checksum %s checked when downloaded; the backup's key count is unknown)", master.Name, keys, loc.Bucket, loc.Key, m.Checksum)
+		cond.Message = fmt.Sprintf("%s holds %d keys from %s (checksum %s checked when downloaded; the backup's key count is unknown)", master.Name, keys, loc, m.Checksum)
 	case keys <= m.Keys && keys >= m.Keys-m.ExpiringKeys:
 		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
-		cond.Message = fmt.Sprintf("%s holds %d keys in db%d from s3://%s/%s (backup: %d keys, %d with a time to live; checksum %s checked when downloaded)",
-			master.Name, keys, m.DB, loc.Bucket, loc.Key, m.Keys, m.ExpiringKeys, m.Checksum)
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d from %s (backup: %d keys, %d with a time to live; checksum %s checked when downloaded)",
+			master.Name, keys, m.DB, loc, m.Keys, m.ExpiringKeys, m.Checksum)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
-		cond.Message = fmt.Sprintf("%s holds %d keys in db%d, the backup s3://%s/%s has %d (%d with a time to live): the pods did not load the dump as stored",
-			master.Name, keys, m.DB, loc.Bucket, loc.Key, m.Keys, m.ExpiringKeys)
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d, the backup %s has %d (%d with a time to live): the pods did not load the dump as stored",
+			master.Name, keys, m.DB, loc, m.Keys, m.ExpiringKeys)
 	}
 	typ := corev1.EventTypeNormal
 	if cond.Status != metav1.ConditionTrue {
@@ -786,12 +793,8 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 	})
 }
 
-func (r *Reconciler) restoreMetadata(ctx context.Context, ns string, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {
-	t, err := r.s3Target(ctx, ns, loc.S3Target)
-	if err != nil {
-		return backup.Metadata{}, err
-	}
-	store, err := backup.NewStore(t)
+func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {
+	store, err := r.openStore(ctx, cc, loc)
 	if err != nil {
 		return backup.Metadata{}, err
 	}

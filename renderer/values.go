@@ -37,8 +37,8 @@ func RestoreLocation(cc *cachev1alpha1.CacheCluster) *cachev1alpha1.BackupLocati
 	if cc.Status.RestoreFrom != nil {
 		return cc.Status.RestoreFrom
 	}
-	if r := cc.Spec.Restore; r != nil && r.Key != "" && r.S3 != nil {
-		return &cachev1alpha1.BackupLocation{S3Target: *r.S3, Key: r.Key}
+	if r := cc.Spec.Restore; r != nil && r.Key != "" && (r.S3 != nil || r.PVC != nil) {
+		return &cachev1alpha1.BackupLocation{S3: r.S3, PVC: r.PVC, Key: r.Key}
 	}
 	return nil
 }
@@ -54,13 +54,12 @@ func restoreValues(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if loc == nil && cc.Spec.Restore != nil {
 		return nil, fmt.Errorf("spec.restore.backup %q is not resolved to a stored dump yet", cc.Spec.Restore.Backup)
 	}
-	var target cachev1alpha1.S3Target
-	key := ""
+	var from cachev1alpha1.BackupLocation
 	switch {
 	case loc != nil:
-		target, key = loc.S3Target, loc.Key
-	case cc.Spec.Backup.AutoRestore && cc.Spec.Backup.S3 != nil:
-		target = *cc.Spec.Backup.S3
+		from = *loc
+	case cc.Spec.Backup.AutoRestore && (cc.Spec.Backup.S3 != nil || cc.Spec.Backup.PVC != nil):
+		from = cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, PVC: cc.Spec.Backup.PVC}
 	default:
 		return map[string]any{"enabled": false}, nil
 	}
@@ -75,19 +74,47 @@ func restoreValues(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if recovering {
 		replace = op.ID
 	}
-	return map[string]any{
-		"enabled":           true,
-		"image":             RestoreImage,
-		"endpoint":          target.Endpoint,
-		"bucket":            target.Bucket,
-		"region":            target.Region,
-		"key":               key,
-		"insecure":          target.Insecure,
-		"credentialsSecret": target.CredentialsSecret,
-		"caSecret":          target.CASecret,
-		"done":              !pending,
-		"replace":           replace,
-	}, nil
+	values := map[string]any{
+		"enabled": true,
+		"image":   RestoreImage,
+		"key":     from.Key,
+		"done":    !pending,
+		"replace": replace,
+	}
+	switch {
+	case from.S3 != nil:
+		t := from.S3
+		values["endpoint"], values["bucket"], values["region"], values["insecure"] = t.Endpoint, t.Bucket, t.Region, t.Insecure
+		values["credentialsSecret"], values["caSecret"] = t.CredentialsSecret, t.CASecret
+	case from.PVC != nil:
+		values["claim"] = from.PVC.ClaimName
+	default:
+		return nil, fmt.Errorf("the restore location %q names neither a bucket nor a claim", from.Key)
+	}
+	return values, nil
+}
+
+// BackupStoreName is the StatefulSet (and, with -0, the pod) that serves a
+// PersistentVolumeClaim backup target to the operator.
+func BackupStoreName(cc *cachev1alpha1.CacheCluster) string {
+	return cc.Name + "-backup-store"
+}
+
+// backupStoreValues: the backup-store pod exists while spec.backup.pvc is
+// set, and while a restore from a claim is pending (the operator reads the
+// dump's metadata through it to check the restored master).
+func backupStoreValues(cc *cachev1alpha1.CacheCluster, restore map[string]any) map[string]any {
+	claim := ""
+	if pvc := cc.Spec.Backup.PVC; pvc != nil {
+		claim = pvc.ClaimName
+	}
+	if c, _ := restore["claim"].(string); c != "" && restore["done"] == false {
+		claim = c
+	}
+	if claim == "" {
+		return map[string]any{"enabled": false}
+	}
+	return map[string]any{"enabled": true, "image": RestoreImage, "claim": claim}
 }
 
 // AuthSecretName is the name of the Secret that holds the generated password
@@ -172,6 +199,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 
 	return map[string]any{
 		"restore":             restore,
+		"backupStore":         backupStoreValues(cc, restore),
 		"name":                cc.Name,
 		"namespace":           namespace,
 		"version":             approved.Version,

@@ -31,11 +31,27 @@ const (
 )
 
 // BackupLocation is where a dump is stored: the bucket (with the Secrets to
-// reach it) and the key.
+// reach it) or the claim, and the key.
 type BackupLocation struct {
-	S3Target `json:",inline"`
+	// S3 is the bucket that holds the dump.
+	// +optional
+	S3 *S3Target `json:"s3,omitempty"`
+	// PVC is the claim that holds the dump.
+	// +optional
+	PVC *PVCTarget `json:"pvc,omitempty"`
 	// Key of the dump; its metadata is Key + ".json".
 	Key string `json:"key"`
+}
+
+// String names the dump for people: s3://bucket/key or pvc://claim/key.
+func (l BackupLocation) String() string {
+	switch {
+	case l.S3 != nil:
+		return "s3://" + l.S3.Bucket + "/" + l.Key
+	case l.PVC != nil:
+		return "pvc://" + l.PVC.ClaimName + "/" + l.Key
+	}
+	return l.Key
 }
 
 // CacheBackupStatus is the backup's record.

@@ -151,8 +151,9 @@ type SecretKeyRef struct {
 // BackupSpec configures where backups go and when they are taken. On-demand
 // backups (`kubectl cache backup NAME`) need only the target.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.s3)",message="backup.enabled needs a target: set backup.s3"
-// +kubebuilder:validation:XValidation:rule="!has(self.autoRestore) || !self.autoRestore || has(self.s3)",message="backup.autoRestore restores from backup.s3: set backup.s3"
+// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || has(self.s3) || has(self.pvc)",message="backup.enabled needs a target: set backup.s3 or backup.pvc"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoRestore) || !self.autoRestore || has(self.s3) || has(self.pvc)",message="backup.autoRestore restores from the backup target: set backup.s3 or backup.pvc"
+// +kubebuilder:validation:XValidation:rule="!(has(self.s3) && has(self.pvc))",message="backup needs one target: set backup.s3 or backup.pvc, not both"
 type BackupSpec struct {
 	// Enabled turns scheduled backups on.
 	// +optional
@@ -174,6 +175,13 @@ type BackupSpec struct {
 	// S3 is the bucket backups are written to.
 	// +optional
 	S3 *S3Target `json:"s3,omitempty"`
+
+	// PVC is a PersistentVolumeClaim backups are written to, through a
+	// backup-store pod (StatefulSet <name>-backup-store) that mounts it.
+	// With spec.restore or autoRestore every cache pod mounts it too, read
+	// only: use a ReadWriteMany claim unless all of them share a node.
+	// +optional
+	PVC *PVCTarget `json:"pvc,omitempty"`
 
 	// AutoRestore rebuilds the cluster in place from its latest completed
 	// backup when more than half of its pods came back without their data
@@ -230,10 +238,28 @@ type S3Target struct {
 	Insecure bool `json:"insecure,omitempty"`
 }
 
+// PVCTarget is a folder on a PersistentVolumeClaim in the cluster's
+// namespace.
+type PVCTarget struct {
+	// ClaimName of a PersistentVolumeClaim in the cluster's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	ClaimName string `json:"claimName"`
+
+	// Prefix of the file names on the claim, e.g. prod/. Backups of a
+	// cluster go under <prefix><namespace>/<cluster>/.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="pvc.prefix must not start with / or contain .."
+	Prefix string `json:"prefix,omitempty"`
+}
+
 // RestoreSpec says which backup a new cluster starts from.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.key)",message="restore needs exactly one of backup (a CacheBackup name) or key (an object key, with s3)"
-// +kubebuilder:validation:XValidation:rule="!has(self.key) || has(self.s3)",message="restore.key needs restore.s3: the bucket that holds it"
+// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.key)",message="restore needs exactly one of backup (a CacheBackup name) or key (an object key, with s3 or pvc)"
+// +kubebuilder:validation:XValidation:rule="!has(self.key) || has(self.s3) || has(self.pvc)",message="restore.key needs restore.s3 or restore.pvc: the bucket or claim that holds it"
+// +kubebuilder:validation:XValidation:rule="!(has(self.s3) && has(self.pvc))",message="restore.key is in one place: set restore.s3 or restore.pvc, not both"
 type RestoreSpec struct {
 	// Backup names a completed CacheBackup in this namespace.
 	// +optional
@@ -250,6 +276,11 @@ type RestoreSpec struct {
 	// S3 is the bucket that holds Key.
 	// +optional
 	S3 *S3Target `json:"s3,omitempty"`
+
+	// PVC is the claim that holds Key (a file name relative to the claim's
+	// root). Every pod of the new cluster mounts it, read only.
+	// +optional
+	PVC *PVCTarget `json:"pvc,omitempty"`
 }
 
 // BackupRetention bounds the backup history.

@@ -29,8 +29,8 @@ func backupNow(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cc.Spec.Backup.S3 == nil {
-		return fmt.Errorf("%s/%s has no backup target: set spec.backup.s3 first", cc.Namespace, name)
+	if cc.Spec.Backup.S3 == nil && cc.Spec.Backup.PVC == nil {
+		return fmt.Errorf("%s/%s has no backup target: set spec.backup.s3 or spec.backup.pvc first", cc.Namespace, name)
 	}
 	ctx := context.Background()
 	cb := &cachev1alpha1.CacheBackup{
@@ -70,6 +70,6 @@ func backupNow(args []string, stdout io.Writer) error {
 	if !done {
 		return fmt.Errorf("backup %s did not complete within %s (phase %s: %s)", cb.Name, *wait, orDash(string(cb.Status.Phase)), cb.Status.Message)
 	}
-	fmt.Fprintf(stdout, "completed: %d keys, %d bytes, s3://%s/%s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location.Bucket, cb.Status.Location.Key, cb.Status.Checksum)
+	fmt.Fprintf(stdout, "completed: %d keys, %d bytes, %s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location, cb.Status.Checksum)
 	return nil
 }

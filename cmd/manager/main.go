@@ -5,6 +5,8 @@
 //
 // `manager restore ...` is the init container of a cluster created with
 // spec.restore: it downloads the dump into the data directory.
+// `manager backup-store ...` serves a PersistentVolumeClaim backup target
+// to the operator (the pod of StatefulSet <cluster>-backup-store).
 package main
 
 import (
@@ -31,6 +33,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "restore" {
 		os.Exit(restore(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "backup-store" {
+		os.Exit(backupStore(os.Args[2:]))
 	}
 	var (
 		metricsAddr     string

@@ -21,12 +21,14 @@ import (
 func restore(args []string) int {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	var t backup.Target
-	var key, dataDir, caFile, configDir string
+	var key, dataDir, caFile, configDir, dir, claim string
 	fs.StringVar(&t.Endpoint, "endpoint", "", "S3 endpoint, host[:port].")
 	fs.StringVar(&t.Bucket, "bucket", "", "Bucket that holds the dump.")
 	fs.StringVar(&t.Region, "region", "", "Region of the bucket.")
 	fs.BoolVar(&t.Insecure, "insecure", false, "Plain HTTP instead of HTTPS.")
 	fs.StringVar(&caFile, "ca-file", "", "PEM file with the CA of the endpoint's certificate.")
+	fs.StringVar(&dir, "dir", "", "Folder that holds the dump (a mounted PersistentVolumeClaim), instead of an S3 bucket.")
+	fs.StringVar(&claim, "claim", "", "Name of the claim mounted at --dir, for messages.")
 	fs.StringVar(&key, "key", "", "Object key of the dump, when --config-dir has no key file.")
 	fs.StringVar(&dataDir, "data-dir", "/data", "Redis data directory.")
 	fs.StringVar(&configDir, "config-dir", "", "Folder with the files state (\"done\": nothing to restore, new pods get their data by replication), key (the dump) and replace (the disaster recovery that may replace existing data).")
@@ -48,25 +50,30 @@ func restore(args []string) int {
 		}
 		replace = read("replace")
 	}
-	t.AccessKeyID, t.SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if t.Endpoint == "" || t.Bucket == "" || key == "" {
-		fmt.Fprintln(os.Stderr, "restore: --endpoint, --bucket and --key are required")
+	if key == "" || (dir == "" && (t.Endpoint == "" || t.Bucket == "")) {
+		fmt.Fprintln(os.Stderr, "restore: --key and either --dir or --endpoint and --bucket are required")
 		return 2
-	}
-	if caFile != "" {
-		ca, err := os.ReadFile(caFile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "restore:", err)
-			return 1
-		}
-		t.CA = ca
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	store, err := backup.NewStore(t)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "restore:", err)
-		return 1
+	var store *backup.Store
+	if dir != "" {
+		store = backup.NewDirStore(dir, "pvc://"+claim)
+	} else {
+		t.AccessKeyID, t.SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+		if caFile != "" {
+			ca, err := os.ReadFile(caFile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "restore:", err)
+				return 1
+			}
+			t.CA = ca
+		}
+		var err error
+		if store, err = backup.NewStore(t); err != nil {
+			fmt.Fprintln(os.Stderr, "restore:", err)
+			return 1
+		}
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "restore: "+format+"\n", a...) }
 	if _, err := backup.RestoreInto(ctx, store, key, dataDir, replace, logf); err != nil {

@@ -57,11 +57,29 @@ func ObjectKey(prefix, namespace, cluster, backup string) string {
 	return prefix + path.Join(namespace, cluster, backup+".rdb")
 }
 
-// Store reads and writes dumps in one bucket.
+// Store reads and writes dumps and their metadata in one place: an S3
+// bucket, a folder (a mounted claim), or the backup-store pod that serves
+// a claim.
 type Store struct {
-	t      Target
-	client *minio.Client
+	o objects
+	// bucket is set for S3 stores (EnsureBucket).
+	s3     *minio.Client
+	bucket string
 }
+
+// objects is the storage behind a Store.
+type objects interface {
+	put(ctx context.Context, key string, r io.Reader, size int64) error
+	// get returns an error wrapping ErrNotFound when key does not exist.
+	get(ctx context.Context, key string) (io.ReadCloser, error)
+	// remove removes key; a missing key is no error.
+	remove(ctx context.Context, key string) error
+	// where names key for people: s3://bucket/key, pvc://claim/key.
+	where(key string) string
+}
+
+// ErrNotFound: no dump or metadata is stored under the key.
+var ErrNotFound = errors.New("not found")
 
 // PartSize is how much of a dump is in memory at a time while uploading.
 const PartSize = 16 << 20
@@ -92,16 +110,13 @@ func NewStore(t Target) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("S3 endpoint %s: %w", t.Endpoint, err)
 	}
-	return &Store{t: t, client: c}, nil
+	return &Store{o: &s3Objects{client: c, bucket: t.Bucket}, s3: c, bucket: t.Bucket}, nil
 }
 
 // Put uploads size bytes from r under key.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	_, err := s.client.PutObject(ctx, s.t.Bucket, key, r, size, minio.PutObjectOptions{
-		ContentType: "application/octet-stream", PartSize: PartSize, NumThreads: 1,
-	})
-	if err != nil {
-		return fmt.Errorf("uploading s3://%s/%s: %w", s.t.Bucket, key, err)
+	if err := s.o.put(ctx, key, r, size); err != nil {
+		return fmt.Errorf("uploading %s: %w", s.o.where(key), err)
 	}
 	return nil
 }
@@ -112,33 +127,28 @@ func (s *Store) PutMetadata(ctx context.Context, key string, m Metadata) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.client.PutObject(ctx, s.t.Bucket, MetadataKey(key), bytes.NewReader(b), int64(len(b)),
-		minio.PutObjectOptions{ContentType: "application/json"})
-	if err != nil {
-		return fmt.Errorf("uploading s3://%s/%s: %w", s.t.Bucket, MetadataKey(key), err)
-	}
-	return nil
+	return s.Put(ctx, MetadataKey(key), bytes.NewReader(b), int64(len(b)))
 }
 
 // Metadata reads a dump's metadata.
 func (s *Store) Metadata(ctx context.Context, key string) (Metadata, error) {
 	var m Metadata
-	obj, err := s.client.GetObject(ctx, s.t.Bucket, MetadataKey(key), minio.GetObjectOptions{})
+	obj, err := s.o.get(ctx, MetadataKey(key))
 	if err != nil {
-		return m, fmt.Errorf("reading s3://%s/%s: %w", s.t.Bucket, MetadataKey(key), err)
+		return m, fmt.Errorf("reading %s: %w", s.o.where(MetadataKey(key)), err)
 	}
 	defer obj.Close()
 	if err := json.NewDecoder(io.LimitReader(obj, 1<<20)).Decode(&m); err != nil {
-		return m, fmt.Errorf("reading s3://%s/%s: %w", s.t.Bucket, MetadataKey(key), err)
+		return m, fmt.Errorf("reading %s: %w", s.o.where(MetadataKey(key)), err)
 	}
 	return m, nil
 }
 
 // Get streams a dump.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	obj, err := s.client.GetObject(ctx, s.t.Bucket, key, minio.GetObjectOptions{})
+	obj, err := s.o.get(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("reading s3://%s/%s: %w", s.t.Bucket, key, err)
+		return nil, fmt.Errorf("reading %s: %w", s.o.where(key), err)
 	}
 	return obj, nil
 }
@@ -146,25 +156,68 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // Delete removes a dump and its metadata; a missing object is no error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	for _, k := range []string{key, MetadataKey(key)} {
-		if err := s.client.RemoveObject(ctx, s.t.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
-			if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-				continue
-			}
-			return fmt.Errorf("removing s3://%s/%s: %w", s.t.Bucket, k, err)
+		if err := s.o.remove(ctx, k); err != nil {
+			return fmt.Errorf("removing %s: %w", s.o.where(k), err)
 		}
 	}
 	return nil
 }
 
+// Where names a key of this store for people.
+func (s *Store) Where(key string) string { return s.o.where(key) }
+
+// s3Objects keeps dumps in a bucket.
+type s3Objects struct {
+	client *minio.Client
+	bucket string
+}
+
+func (o *s3Objects) put(ctx context.Context, key string, r io.Reader, size int64) error {
+	_, err := o.client.PutObject(ctx, o.bucket, key, r, size, minio.PutObjectOptions{
+		ContentType: "application/octet-stream", PartSize: PartSize, NumThreads: 1,
+	})
+	return err
+}
+
+// get checks that the object exists first: minio's GetObject is lazy and
+// would report a missing key only at the first read.
+func (o *s3Objects) get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := o.client.GetObject(ctx, o.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := obj.Stat(); err != nil {
+		obj.Close()
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		}
+		return nil, err
+	}
+	return obj, nil
+}
+
+func (o *s3Objects) remove(ctx context.Context, key string) error {
+	err := o.client.RemoveObject(ctx, o.bucket, key, minio.RemoveObjectOptions{})
+	if err != nil && minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil
+	}
+	return err
+}
+
+func (o *s3Objects) where(key string) string { return "s3://" + o.bucket + "/" + key }
+
 // EnsureBucket creates the bucket when it does not exist (tests and the
 // dev cluster; production buckets are made by their owners).
 func (s *Store) EnsureBucket(ctx context.Context) error {
-	ok, err := s.client.BucketExists(ctx, s.t.Bucket)
+	if s.s3 == nil {
+		return errors.New("not an S3 store")
+	}
+	ok, err := s.s3.BucketExists(ctx, s.bucket)
 	if err != nil {
 		return err
 	}
 	if ok {
 		return nil
 	}
-	return s.client.MakeBucket(ctx, s.t.Bucket, minio.MakeBucketOptions{Region: s.t.Region})
+	return s.s3.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{})
 }

@@ -463,7 +463,7 @@ func TestBackupScheduleAndRestoreSourceStall(t *testing.T) {
 
 	cb := &cachev1alpha1.CacheBackup{ObjectMeta: metav1.ObjectMeta{Name: "basic-1", Namespace: ns}, Spec: cachev1alpha1.CacheBackupSpec{Cluster: "basic"}}
 	g.Expect(k8s.Create(ctx, cb)).To(Succeed())
-	loc := &cachev1alpha1.BackupLocation{S3Target: *cc.Spec.Backup.S3, Key: "ns/basic/basic-1.rdb"}
+	loc := &cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, Key: "ns/basic/basic-1.rdb"}
 	cb.Status = cachev1alpha1.CacheBackupStatus{Phase: cachev1alpha1.BackupCompleted, Location: loc}
 	g.Expect(k8s.Status().Update(ctx, cb)).To(Succeed())
 	poke(g, restored)

@@ -45,8 +45,15 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, sts); err != nil {
 				return err
 			}
-			s.statefulSet = sts
 			h.status, h.message = statefulSetHealth(sts)
+			if sts.Name == s.cc.Name {
+				s.statefulSet = sts
+			} else if h.status != status.CurrentStatus {
+				// The backup store: the cache serves without it, and a
+				// backup that cannot reach it says so in
+				// LastBackupSucceeded, as one whose bucket is down does.
+				h.status, h.message = status.CurrentStatus, "backup store: "+h.message
+			}
 		default:
 			res, err := status.Compute(live)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,9 @@ const (
 // provisioner gives every claim of the "local" class a folder on this
 // machine as a PersistentVolume bound to the node the pod was scheduled to
 // (WaitForFirstConsumer), labelled with that node's zone, so data survives
-// pod restarts and a pod follows its volume. Released volumes are deleted
-// with their folder.
+// pod restarts and a pod follows its volume; a ReadWriteMany claim's volume
+// may be mounted on any node. Released volumes are deleted with their
+// folder.
 type provisioner struct {
 	client kubernetes.Interface
 	dir    string
@@ -133,10 +135,16 @@ func (p *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolum
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
 			},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostPathType}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: terms}},
-			}},
 		},
+	}
+	// Every node of this cluster is a process on one host, so the folder
+	// is reachable from all of them; a ReadWriteMany claim gets a volume
+	// any node may mount, like a network filesystem. Others are tied to
+	// the node the scheduler chose, like a local disk.
+	if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: terms}},
+		}}
 	}
 	_, _ = p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 }

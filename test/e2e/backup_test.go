@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -467,4 +468,136 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty())
 	}, limits.Cleanup, limits.Poll).Should(Succeed())
+}
+
+// Backups to a PersistentVolumeClaim: the backup-store pod serves the
+// claim to the operator. A backup while the claim is missing fails with
+// the pod's reason and the cluster keeps serving; once the claim exists,
+// backups land as files on it, retention keeps exactly the configured
+// number of files and objects, and a new cluster restores every
+// acknowledged write from the claim.
+func TestBackupToAVolumeAndRestore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-pvc")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.Backup.PVC = &cachev1alpha1.PVCTarget{ClaimName: "backups", Prefix: "e2e/"}
+	cc.Spec.Backup.Retention = &cachev1alpha1.BackupRetention{Count: ptr.To[int32](2)}
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+
+	// No claim yet: the store pod cannot start, the backup says why.
+	pending := backupNow(g, ns, "basic")
+	c := waitCondition(g, ns, "basic", cachev1alpha1.ConditionLastBackupSucceeded, metav1.ConditionFalse)
+	g.Expect(c.Message).To(ContainSubstring("the backup-store pod basic-backup-store-0 for claim backups is not ready"))
+	t.Logf("without the claim: %s", c.Message)
+	g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "the cluster keeps serving")
+
+	g.Expect(k8s.Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "backups", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		b := getBackup(g, ns, pending)
+		g.Expect(b.Status.Phase).To(BeElementOf(cachev1alpha1.BackupCompleted, cachev1alpha1.BackupFailed), b.Status.Message)
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	t.Logf("the backup taken while the claim was missing: %s after %d attempts", getBackup(g, ns, pending).Status.Phase, getBackup(g, ns, pending).Status.Attempts)
+
+	pw := password(g, ns, "basic")
+	w := startWorkload(ns, "basic", pw)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 200))
+	w.Stop()
+	master := pod(g, ns, before.Status.CurrentMaster)
+	mc := redisAt(master.Status.PodIP, pw)
+	defer mc.Close()
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	name := backupNow(g, ns, "basic", "--wait=2m")
+	cb := getBackup(g, ns, name)
+	g.Expect(cb.Status.Keys).To(Equal(mc.DBSize(ctx).Val()))
+	g.Expect(cb.Status.Location.PVC).NotTo(BeNil())
+	g.Expect(cb.Status.Location.Key).To(Equal("e2e/e2e-pvc/basic/" + name + ".rdb"))
+
+	// The dump and its metadata are files on the claim's volume.
+	claim := &corev1.PersistentVolumeClaim{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "backups"}, claim)).To(Succeed())
+	pv := &corev1.PersistentVolume{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv)).To(Succeed())
+	folder := filepath.Join(pv.Spec.HostPath.Path, "e2e", ns, "basic")
+	fi, err := os.Stat(filepath.Join(folder, name+".rdb"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fi.Size()).To(Equal(cb.Status.Size))
+	md, err := backup.NewDirStore(pv.Spec.HostPath.Path, "pvc://backups").Metadata(ctx, cb.Status.Location.Key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(md.Checksum).To(Equal(cb.Status.Checksum))
+
+	// Scheduled backups; retention leaves exactly two files and two
+	// completed CacheBackups.
+	g.Expect(k8s.Patch(ctx, before, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backup":{"enabled":true,"schedule":"@every 5s"}}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		list := &cachev1alpha1.CacheBackupList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		scheduled := 0
+		for _, b := range list.Items {
+			if b.Status.Phase == cachev1alpha1.BackupCompleted && b.Labels[daytwo.LabelScheduled] == "true" {
+				scheduled++
+			}
+		}
+		g.Expect(scheduled).To(BeNumerically(">=", 2))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(k8s.Patch(ctx, before, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backup":{"enabled":false}}}`)))).To(Succeed())
+	var newest *cachev1alpha1.CacheBackup
+	g.Eventually(func(g Gomega) {
+		list := &cachev1alpha1.CacheBackupList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		completed := map[string]bool{}
+		newest = nil
+		for i, b := range list.Items {
+			g.Expect(b.Status.Phase).To(BeElementOf(cachev1alpha1.BackupCompleted, cachev1alpha1.BackupFailed), b.Name)
+			if b.Status.Phase == cachev1alpha1.BackupCompleted {
+				completed[b.Name+".rdb"] = true
+				if newest == nil || newest.Status.CompletionTime.Before(b.Status.CompletionTime) {
+					newest = &list.Items[i]
+				}
+			}
+		}
+		entries, err := os.ReadDir(folder)
+		g.Expect(err).NotTo(HaveOccurred())
+		files := map[string]bool{}
+		for _, e := range entries {
+			g.Expect(e.Name()).NotTo(HavePrefix(".partial"), "no partial upload is left")
+			if strings.HasSuffix(e.Name(), ".rdb") {
+				files[e.Name()] = true
+			}
+		}
+		g.Expect(completed).To(HaveLen(2))
+		g.Expect(files).To(Equal(completed), "the files on the claim are the completed backups")
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+
+	// Restore into a new cluster from the claim.
+	restored := loadExample(t, "basic", ns)
+	restored.Name = "restored"
+	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: newest.Name}
+	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
+	waitReplicating(g, restored)
+	t.Logf("Restored: %s", waitCondition(g, ns, "restored", cachev1alpha1.ConditionRestored, metav1.ConditionTrue).Message)
+	copyOf := &workload{ns: ns, cluster: "restored", password: password(g, ns, "restored"), acked: w.acked}
+	checked, lost := copyOf.Verify(g)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing from the restored cluster")
+	t.Logf("%d acknowledged writes found in the cluster restored from the claim", checked)
+	// Its own backup store served the check and goes once it is done.
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "restored-backup-store"}, &appsv1.StatefulSet{}))
+	}, limits.PodRestart, limits.Poll).Should(BeTrue())
+
+	for _, c := range []*cachev1alpha1.CacheCluster{before, restored} {
+		g.Expect(k8s.Delete(ctx, c)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
 }

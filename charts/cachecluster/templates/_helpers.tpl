@@ -16,3 +16,9 @@ cache.cacheops.io/cluster: {{ .Values.name | quote }}
 app.kubernetes.io/name: cachecluster
 cache.cacheops.io/cluster: {{ .Values.name | quote }}
 {{- end }}
+
+{{/* Labels of the backup-store pod (spec.backup.pvc). */}}
+{{- define "cachecluster.backupStoreLabels" -}}
+app.kubernetes.io/name: cachecluster-backup-store
+cache.cacheops.io/backup-store: {{ .Values.name | quote }}
+{{- end }}
