@@ -480,7 +480,10 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "StatefulSet":
-			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
+			// The cache pods', not the backup store's.
+			if o.GetName() == cc.Name {
+				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
+			}
 		case "ConfigMap":
 			// redis.conf, not another ConfigMap of the cluster (the restore
 			// state).

@@ -127,6 +127,67 @@ func TestRenderObjectsAndOrder(t *testing.T) {
 	g.Expect(selector).To(HaveKeyWithValue(cachev1alpha1.LabelRole, cachev1alpha1.RoleMaster))
 }
 
+// spec.backup.pvc adds the backup-store pod, which mounts the claim and is
+// no cache pod; a restore from a claim mounts it read only in every cache
+// pod and keeps the store until the restore is checked.
+func TestRenderVolumeBackupTarget(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["basic"]
+	cc.Spec.Backup.PVC = &cachev1alpha1.PVCTarget{ClaimName: "backups"}
+	objs, err := Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	byName := map[string]map[string]any{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetName()] = o.Object
+	}
+	store := byName["StatefulSet/basic-backup-store"]
+	g.Expect(store).NotTo(BeNil())
+	g.Expect(byName).To(HaveKey("NetworkPolicy/basic-backup-store"))
+	podLabels, _, _ := unstructured.NestedStringMap(store, "spec", "template", "metadata", "labels")
+	g.Expect(podLabels).NotTo(HaveKey(cachev1alpha1.LabelCluster), "the store pod is no cache pod")
+	g.Expect(podLabels).To(HaveKeyWithValue(cachev1alpha1.LabelManagedBy, cachev1alpha1.ManagedByValue))
+	storeArgs, _, _ := unstructured.NestedSlice(store, "spec", "template", "spec", "containers")
+	g.Expect(storeArgs[0].(map[string]any)["args"]).To(ContainElement("--key-prefix=default/basic/"), "only its own folder")
+	g.Expect(storeArgs[0].(map[string]any)["args"]).NotTo(ContainElement("--read-only"))
+	volumes, _, _ := unstructured.NestedSlice(store, "spec", "template", "spec", "volumes")
+	g.Expect(volumes).To(ContainElement(HaveKeyWithValue("persistentVolumeClaim", map[string]any{"claimName": "backups"})))
+	cacheInit, _, _ := unstructured.NestedSlice(byName["StatefulSet/basic"], "spec", "template", "spec", "initContainers")
+	g.Expect(cacheInit).To(BeEmpty(), "backing up to a claim restarts no cache pod")
+
+	restored := loadExamples(t)["basic"]
+	restored.Name = "copy"
+	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: "default/basic/b.rdb", PVC: &cachev1alpha1.PVCTarget{ClaimName: "backups"}}
+	objs, err = Render(restored, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	var sts, restoreStore map[string]any
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "StatefulSet" && o.GetName() == "copy":
+			sts = o.Object
+		case o.GetKind() == "StatefulSet" && o.GetName() == "copy-backup-store":
+			restoreStore = o.Object
+		}
+	}
+	g.Expect(restoreStore).NotTo(BeNil(), "the operator checks the restore through it")
+	storeArgs, _, _ = unstructured.NestedSlice(restoreStore, "spec", "template", "spec", "containers")
+	g.Expect(storeArgs[0].(map[string]any)["args"]).To(ContainElements("--key-prefix=default/basic/", "--read-only"))
+	inits, _, _ := unstructured.NestedSlice(sts, "spec", "template", "spec", "initContainers")
+	g.Expect(inits).To(HaveLen(1))
+	args := inits[0].(map[string]any)["args"]
+	g.Expect(args).To(ContainElements("--dir=/backups", "--claim=backups"))
+	g.Expect(inits[0].(map[string]any)).NotTo(HaveKey("env"), "no S3 credentials")
+	podVolumes, _, _ := unstructured.NestedSlice(sts, "spec", "template", "spec", "volumes")
+	g.Expect(podVolumes).To(ContainElement(HaveKeyWithValue("persistentVolumeClaim", map[string]any{"claimName": "backups", "readOnly": true})))
+
+	// Checked: the store goes (this cluster backs up nowhere).
+	restored.Status.Conditions = []metav1.Condition{{Type: cachev1alpha1.ConditionRestored, Status: metav1.ConditionTrue}}
+	objs, err = Render(restored, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		g.Expect(o.GetName()).NotTo(Equal("copy-backup-store"))
+	}
+}
+
 func TestRenderConfigAndSpecFields(t *testing.T) {
 	g := NewWithT(t)
 	cc := loadExamples(t)["production"]

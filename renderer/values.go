@@ -2,6 +2,8 @@ package renderer
 
 import (
 	"fmt"
+	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -101,20 +103,28 @@ func BackupStoreName(cc *cachev1alpha1.CacheCluster) string {
 }
 
 // backupStoreValues: the backup-store pod exists while spec.backup.pvc is
-// set, and while a restore from a claim is pending (the operator reads the
-// dump's metadata through it to check the restored master).
-func backupStoreValues(cc *cachev1alpha1.CacheCluster, restore map[string]any) map[string]any {
-	claim := ""
+// set, serving (read and write) only the cluster's own folder on the claim;
+// and while a restore from a claim is pending, serving the dump's folder
+// read only (the operator reads the dump's metadata through it to check
+// the restored master), unless that is in the cluster's own folder already.
+func backupStoreValues(cc *cachev1alpha1.CacheCluster, namespace string, restore map[string]any) map[string]any {
+	claim, keyPrefix, readOnly := "", "", false
 	if pvc := cc.Spec.Backup.PVC; pvc != nil {
-		claim = pvc.ClaimName
+		claim, keyPrefix = pvc.ClaimName, pvc.Prefix+path.Join(namespace, cc.Name)+"/"
 	}
 	if c, _ := restore["claim"].(string); c != "" && restore["done"] == false {
-		claim = c
+		key, _ := restore["key"].(string)
+		if c != claim || !strings.HasPrefix(key, keyPrefix) {
+			claim, keyPrefix, readOnly = c, "", true
+			if dir := path.Dir(key); dir != "." {
+				keyPrefix = dir + "/"
+			}
+		}
 	}
 	if claim == "" {
 		return map[string]any{"enabled": false}
 	}
-	return map[string]any{"enabled": true, "image": RestoreImage, "claim": claim}
+	return map[string]any{"enabled": true, "image": RestoreImage, "claim": claim, "keyPrefix": keyPrefix, "readOnly": readOnly}
 }
 
 // AuthSecretName is the name of the Secret that holds the generated password
@@ -199,7 +209,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 
 	return map[string]any{
 		"restore":             restore,
-		"backupStore":         backupStoreValues(cc, restore),
+		"backupStore":         backupStoreValues(cc, namespace, restore),
 		"name":                cc.Name,
 		"namespace":           namespace,
 		"version":             approved.Version,

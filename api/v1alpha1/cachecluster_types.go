@@ -251,7 +251,7 @@ type PVCTarget struct {
 	// cluster go under <prefix><namespace>/<cluster>/.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="pvc.prefix must not start with / or contain .."
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('//') && !self.split('/').exists(p, p.startsWith('.'))",message="pvc.prefix must not start with /, contain //, or have a part that starts with . (such as ..)"
 	Prefix string `json:"prefix,omitempty"`
 }
 

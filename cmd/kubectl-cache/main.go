@@ -45,7 +45,8 @@ const usage = `usage: kubectl cache COMMAND ...
            in-sync replica)
   backup NAME [--wait DURATION] [-n NAMESPACE]
            take a backup now: a CacheBackup that day-two streams to the
-           cluster's spec.backup.s3 when no other operation runs
+           cluster's spec.backup.s3 or spec.backup.pvc when no other
+           operation runs
   recommend NAME --repo DIR --path FILE [--branch B] [--from FILE] [-n NAMESPACE]
            write the cluster's status.recommendations into its manifest in
            a git checkout (comments kept) and commit them on a new branch,

@@ -328,7 +328,7 @@ func objectDiffs(b, a *cachev1alpha1.CacheCluster) ([]ObjectDiff, bool, error) {
 			k := o.GetKind() + "/" + o.GetName()
 			out[k] = string(y)
 			order = append(order, k)
-			if o.GetKind() == "StatefulSet" {
+			if o.GetKind() == "StatefulSet" && o.GetName() == cc.Name { // the cache pods', not the backup store's
 				template, _, _ = unstructured.NestedFieldNoCopy(o.Object, "spec", "template")
 			}
 		}

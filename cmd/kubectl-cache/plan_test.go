@@ -94,6 +94,17 @@ func TestPlanTellsWhatAChangeDoes(t *testing.T) {
 			},
 		},
 		{
+			name: "a volume backup target adds the backup store, no pod restarts",
+			head: baseCluster + "  backup:\n    pvc: {claimName: backups}\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Description).To(Equal("objects change; no pod restarts"))
+				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
+				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "StatefulSet/shop-backup-store")))
+				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "NetworkPolicy/shop-backup-store")))
+			},
+		},
+		{
 			name: "a change and a queued change run one after the other",
 			head: strings.Replace(strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1), "replicas: 5", "replicas: 6", 1),
 			check: func(g Gomega, p ClusterPlan) {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,11 +25,14 @@ import (
 // streams dumps into it, reads their metadata and removes what retention
 // drops. Requests carry the cluster's password (CACHEOPS_STORE_TOKEN).
 func backupStore(args []string) int {
-	fs := flag.NewFlagSet("backup-store", flag.ContinueOnError)
-	dir := fs.String("dir", "/backups", "Folder to serve: where the claim is mounted.")
-	claim := fs.String("claim", "", "Name of the claim mounted at --dir, for messages.")
-	port := fs.Int("port", backup.StorePort, "Port to listen on.")
-	if err := fs.Parse(args); err != nil {
+	flags := flag.NewFlagSet("backup-store", flag.ContinueOnError)
+	dir := flags.String("dir", "/backups", "Folder to serve: where the claim is mounted.")
+	claim := flags.String("claim", "", "Name of the claim mounted at --dir, for messages.")
+	port := flags.Int("port", backup.StorePort, "Port to listen on.")
+	var access backup.Access
+	flags.StringVar(&access.KeyPrefix, "key-prefix", "", "Serve only keys under this prefix (the cluster's folder, <prefix><namespace>/<cluster>/).")
+	flags.BoolVar(&access.ReadOnly, "read-only", false, "Refuse writes and deletions (a store that only serves a restore).")
+	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	logf := func(format string, a ...any) {
@@ -45,24 +50,51 @@ func backupStore(args []string) int {
 		return 1
 	}
 	_ = os.Remove(probe)
+	if !access.ReadOnly {
+		sweepPartials(filepath.Join(*dir, filepath.FromSlash(access.KeyPrefix)), logf)
+	}
+	access.Token = token
 
 	srv := &http.Server{
 		Addr:              net.JoinHostPort("", strconv.Itoa(*port)),
-		Handler:           backup.Handler(backup.NewDirStore(*dir, "pvc://"+*claim), token, logf),
+		Handler:           backup.Handler(backup.NewDirStore(*dir, "pvc://"+*claim), access, logf),
 		ReadHeaderTimeout: 30 * time.Second,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// On SIGTERM, uploads in flight get 20 s to end (the handler removes
+	// the partial file of one that is cut) before the process exits.
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
+		_ = srv.Close()
 	}()
-	logf("serving %s (claim %s) on %s", *dir, *claim, srv.Addr)
+	logf("serving %s (claim %s, keys under %q, read only: %t) on %s", *dir, *claim, access.KeyPrefix, access.ReadOnly, srv.Addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logf("%v", err)
 		return 1
 	}
+	<-stopped
 	return 0
+}
+
+// sweepPartials removes what uploads cut by a killed pod or a lost node left
+// under root: .partial-* files an hour old (younger ones may belong to an
+// upload another store pod on the same claim is still writing).
+func sweepPartials(root string, logf func(string, ...any)) {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), ".partial-") {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			if os.Remove(p) == nil {
+				logf("removed %s, left by an interrupted upload", p)
+			}
+		}
+		return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -173,8 +174,12 @@ type s3Objects struct {
 }
 
 func (o *s3Objects) put(ctx context.Context, key string, r io.Reader, size int64) error {
+	contentType := "application/octet-stream"
+	if strings.HasSuffix(key, ".json") {
+		contentType = "application/json"
+	}
 	_, err := o.client.PutObject(ctx, o.bucket, key, r, size, minio.PutObjectOptions{
-		ContentType: "application/octet-stream", PartSize: PartSize, NumThreads: 1,
+		ContentType: contentType, PartSize: PartSize, NumThreads: 1,
 	})
 	return err
 }

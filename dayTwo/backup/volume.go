@@ -29,6 +29,8 @@ func NewDirStore(root, name string) *Store {
 	return &Store{o: &dirObjects{root: root, name: name}}
 }
 
+var errInvalidKey = errors.New("invalid key")
+
 type dirObjects struct {
 	root, name string
 }
@@ -36,8 +38,8 @@ type dirObjects struct {
 // path maps a key to a file under root, refusing keys that leave it.
 func (d *dirObjects) path(key string) (string, error) {
 	clean := path.Clean("/" + key)
-	if key == "" || clean != "/"+key || strings.HasPrefix(path.Base(clean), ".") {
-		return "", fmt.Errorf("invalid key %q", key)
+	if key == "" || clean != "/"+key || strings.Contains(clean, "/.") {
+		return "", fmt.Errorf("%w %q: no empty, . or .. parts, and none starting with a dot", errInvalidKey, key)
 	}
 	return filepath.Join(d.root, filepath.FromSlash(clean)), nil
 }
@@ -86,13 +88,23 @@ func (d *dirObjects) get(_ context.Context, key string) (io.ReadCloser, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: no file %s", ErrNotFound, p)
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a file", ErrNotFound, p)
+	}
+	return f, nil
 }
 
 func (d *dirObjects) remove(_ context.Context, key string) error {
 	p, err := d.path(key)
 	if err != nil {
 		return err
+	}
+	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a file", p)
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -114,22 +126,51 @@ func syncDir(dir string) error {
 // StorePort is the port of the backup-store pod.
 const StorePort = 7480
 
+// Access limits what a backup-store pod serves.
+type Access struct {
+	// Token is the bearer token every request but /healthz carries.
+	Token string
+	// KeyPrefix: only keys under it are served (a cluster's own folder,
+	// <prefix><namespace>/<cluster>/), so one cluster's password opens no
+	// other cluster's dumps on a shared claim. Empty: the whole folder.
+	KeyPrefix string
+	// ReadOnly refuses PUT and DELETE (a store that only serves a restore).
+	ReadOnly bool
+}
+
 // Handler serves a dir store: PUT, GET and DELETE /objects/<key>, each with
 // "Authorization: Bearer <token>", and GET /healthz without. PUT needs a
 // Content-Length; the file appears only when all of it arrived.
-func Handler(s *Store, token string, logf func(string, ...any)) http.Handler {
+func Handler(s *Store, access Access, logf func(string, ...any)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	authorized := func(w http.ResponseWriter, r *http.Request) bool {
+	allowed := func(w http.ResponseWriter, r *http.Request, writes bool) bool {
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if access.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(access.Token)) != 1 {
 			http.Error(w, "unauthorized: send the cluster's password as the bearer token", http.StatusUnauthorized)
+			return false
+		}
+		if key := r.PathValue("key"); !strings.HasPrefix(key, access.KeyPrefix) {
+			http.Error(w, fmt.Sprintf("forbidden: this store serves only keys under %q", access.KeyPrefix), http.StatusForbidden)
+			return false
+		}
+		if writes && access.ReadOnly {
+			http.Error(w, "forbidden: this store only serves a restore", http.StatusForbidden)
 			return false
 		}
 		return true
 	}
+	status := func(err error) int {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return http.StatusNotFound
+		case errors.Is(err, errInvalidKey):
+			return http.StatusBadRequest
+		}
+		return http.StatusInternalServerError
+	}
 	mux.HandleFunc("PUT /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(w, r) {
+		if !allowed(w, r, true) {
 			return
 		}
 		if r.ContentLength < 0 {
@@ -140,23 +181,19 @@ func Handler(s *Store, token string, logf func(string, ...any)) http.Handler {
 		start := time.Now()
 		if err := s.o.put(r.Context(), key, r.Body, r.ContentLength); err != nil {
 			logf("PUT %s: %v", key, err)
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			http.Error(w, err.Error(), status(err))
 			return
 		}
 		logf("stored %s (%d bytes in %s)", key, r.ContentLength, time.Since(start).Round(time.Millisecond))
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("GET /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(w, r) {
+		if !allowed(w, r, false) {
 			return
 		}
 		f, err := s.o.get(r.Context(), r.PathValue("key"))
 		if err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, ErrNotFound) {
-				code = http.StatusNotFound
-			}
-			http.Error(w, err.Error(), code)
+			http.Error(w, err.Error(), status(err))
 			return
 		}
 		defer f.Close()
@@ -169,12 +206,12 @@ func Handler(s *Store, token string, logf func(string, ...any)) http.Handler {
 		_, _ = io.Copy(w, f)
 	})
 	mux.HandleFunc("DELETE /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(w, r) {
+		if !allowed(w, r, true) {
 			return
 		}
 		key := r.PathValue("key")
 		if err := s.o.remove(r.Context(), key); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			http.Error(w, err.Error(), status(err))
 			return
 		}
 		logf("removed %s", key)

@@ -203,7 +203,7 @@ func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: rs.Backup}, cb); err != nil {
 		if apierrors.IsNotFound(err) {
 			return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
-				"spec.restore.backup: no CacheBackup %q in namespace %s; name a completed one, or restore by key and bucket (spec.restore.key, spec.restore.s3)", rs.Backup, cc.Namespace)}
+				"spec.restore.backup: no CacheBackup %q in namespace %s; name a completed one, or restore by key (spec.restore.key with spec.restore.s3 or spec.restore.pvc)", rs.Backup, cc.Namespace)}
 		}
 		return err
 	}

@@ -41,11 +41,16 @@ func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
 		{"backup without schedule", "version: '7.0.15'\nbackup: {enabled: true}", `backup.schedule is required when backup.enabled is true`},
 		{"backup schedule not cron", "version: '7.0.15'\nbackup: {enabled: true, schedule: every day}", `backup.schedule must be a cron expression with five fields`},
 		{"empty retention", "version: '7.0.15'\nbackup: {retention: {}}", `backup.retention needs count, maxAge or both`},
-		{"backup enabled without a target", "version: '7.0.15'\nbackup: {enabled: true, schedule: '@daily'}", `backup.enabled needs a target: set backup.s3`},
+		{"backup enabled without a target", "version: '7.0.15'\nbackup: {enabled: true, schedule: '@daily'}", `backup.enabled needs a target: set backup.s3 or backup.pvc`},
 		{"s3 endpoint as a URL", "version: '7.0.15'\nbackup: {s3: {endpoint: 'https://s3.example.com/', bucket: b1b, credentialsSecret: c}}", `spec.backup.s3.endpoint in body should match`},
 		{"s3 prefix with ..", "version: '7.0.15'\nbackup: {s3: {endpoint: s3.example.com, bucket: b1b, prefix: '../x', credentialsSecret: c}}", `backup.s3.prefix must not start with / or contain ..`},
 		{"restore from both", "version: '7.0.15'\nrestore: {backup: b, key: k, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `restore needs exactly one of backup (a CacheBackup name) or key`},
 		{"restore key without bucket", "version: '7.0.15'\nrestore: {key: k}", `restore.key needs restore.s3`},
+		{"two backup targets", "version: '7.0.15'\nbackup: {pvc: {claimName: b}, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `backup needs one target: set backup.s3 or backup.pvc, not both`},
+		{"pvc prefix with ..", "version: '7.0.15'\nbackup: {pvc: {claimName: b, prefix: 'a/../../x'}}", `pvc.prefix must not start with /, contain //, or have a part that starts with .`},
+		{"pvc prefix with a hidden part", "version: '7.0.15'\nbackup: {pvc: {claimName: b, prefix: 'a/.x/'}}", `pvc.prefix must not start with /, contain //, or have a part that starts with .`},
+		{"restore key in two places", "version: '7.0.15'\nrestore: {key: k, pvc: {claimName: b}, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `restore.key is in one place: set restore.s3 or restore.pvc, not both`},
+		{"bad claim name", "version: '7.0.15'\nbackup: {pvc: {claimName: My_Claim}}", `spec.backup.pvc.claimName in body should match`},
 		{"bad secret name", "version: '7.0.15'\nauth: {secretRef: {name: My_Secret}}", `spec.auth.secretRef.name in body should match`},
 	}
 	for _, tt := range tests {
