@@ -84,18 +84,20 @@ func TestCreateRendersChildrenOwnedByCacheops(t *testing.T) {
 	}
 	created := getCC(g, cc)
 	for _, child := range children {
+		// The password Secret is created (field manager cacheops-auth)
+		// a moment before the chart's apply reaches it.
 		g.Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: child.GetName()}, child)).To(Succeed())
+			managers := map[string]metav1.ManagedFieldsOperationType{}
+			for _, mf := range child.GetManagedFields() {
+				managers[mf.Manager] = mf.Operation
+			}
+			g.Expect(managers).To(HaveKeyWithValue(FieldManager, metav1.ManagedFieldsOperationApply), "%T %s", child, child.GetName())
 		}, timeout, interval).Should(Succeed(), "%T %s", child, child.GetName())
 
 		owner := metav1.GetControllerOf(child)
 		g.Expect(owner).NotTo(BeNil(), "%T %s has no controller", child, child.GetName())
 		g.Expect(owner.UID).To(Equal(created.UID))
-		managers := map[string]metav1.ManagedFieldsOperationType{}
-		for _, mf := range child.GetManagedFields() {
-			managers[mf.Manager] = mf.Operation
-		}
-		g.Expect(managers).To(HaveKeyWithValue(FieldManager, metav1.ManagedFieldsOperationApply), "%T %s", child, child.GetName())
 		g.Expect(child.GetLabels()).NotTo(HaveKey("app.kubernetes.io/instance"))
 		g.Expect(child.GetAnnotations()).NotTo(HaveKey("argocd.argoproj.io/tracking-id"))
 	}
