@@ -235,7 +235,7 @@ func (r *Reconciler) observeBackups(cc *cachev1alpha1.CacheCluster, backups []ca
 			st.Exists, st.Phase = true, b.Status.Phase
 			st.Running = r.backups.running(client.ObjectKeyFromObject(&b))
 			if b.Status.Phase == cachev1alpha1.BackupPending && b.Status.CompletionTime != nil {
-				st.RetryAt = b.Status.CompletionTime.Add(time.Duration(b.Status.Attempts) * backupRetryDelay)
+				st.RetryAt = b.Status.CompletionTime.Add(time.Duration(max(b.Status.Attempts, 1)) * backupRetryDelay)
 			}
 			continue
 		}

@@ -7,11 +7,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -108,10 +110,38 @@ func podNotReady(pod *corev1.Pod) string {
 	return strings.Join(why, "; ")
 }
 
-// failAttemptBeforeStart counts an attempt that could not start (the
-// backup-store pod is not ready) as a failed one: retried after a pause,
-// Failed once the attempts run out, and said in LastBackupSucceeded.
+// storeWait is how long a backup waits for the backup-store pod (a new
+// claim being bound and attached, the pod rescheduled) before each wait
+// counts as a failed attempt.
+const storeWait = 5 * time.Minute
+
+// failAttemptBeforeStart handles a backup whose backup-store pod is not
+// ready. For storeWait after the backup was created it waits, checking
+// again every few seconds, without using up an attempt; after that each
+// check counts as a failed attempt, retried after a pause and Failed once
+// the attempts run out. LastBackupSucceeded says why either way.
 func (r *Reconciler) failAttemptBeforeStart(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, cb *cachev1alpha1.CacheBackup, cause error) error {
+	if r.now().Sub(cb.CreationTimestamp.Time) < storeWait {
+		msg := fmt.Sprintf("waits for the backup store: %v", cause)
+		if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
+			if b.UID != cb.UID || b.Status.Attempts != cb.Status.Attempts {
+				return errSuperseded
+			}
+			t := metav1.NewTime(r.now())
+			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupPending, msg, &t
+			return nil
+		}); err != nil {
+			if errors.Is(err, errSuperseded) {
+				return nil
+			}
+			return client.IgnoreNotFound(err)
+		}
+		if cb.Status.Message != msg {
+			ctrl.LoggerFrom(ctx).Info("Backup waits for the backup store", "backup", key.Name, "reason", cause.Error())
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s %s (for up to %s, then each check counts as a failed attempt)", key.Name, msg, storeWait)
+		}
+		return r.recordFailure(ctx, client.ObjectKeyFromObject(cc), key.Name+" "+msg)
+	}
 	attempt := cb.Status.Attempts + 1
 	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		if b.UID != cb.UID || b.Status.Attempts != cb.Status.Attempts {

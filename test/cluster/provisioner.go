@@ -141,7 +141,11 @@ func (p *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolum
 	// is reachable from all of them; a ReadWriteMany claim gets a volume
 	// any node may mount, like a network filesystem. Others are tied to
 	// the node the scheduler chose, like a local disk.
-	if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+	if slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) {
+		// No zone label either: the scheduler's VolumeZone check would
+		// tie it to the zone's nodes.
+		delete(pv.Labels, corev1.LabelTopologyZone)
+	} else {
 		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: terms}},
 		}}
