@@ -582,6 +582,12 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		if !byCount && !byAge {
 			continue
 		}
+		if pvc := b.Status.Location.PVC; pvc != nil && (cc.Spec.Backup.PVC == nil || cc.Spec.Backup.PVC.ClaimName != pvc.ClaimName) {
+			// On a claim the cluster no longer backs up to: no store pod
+			// serves it, so the file and its record stay (delete the
+			// CacheBackup by hand; the file stays on the claim).
+			continue
+		}
 		why := fmt.Sprintf("retention keeps %d", ptrOr(ret.Count, 0))
 		if byAge {
 			why = "older than " + ret.MaxAge.Duration.String()
