@@ -393,16 +393,7 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 	// autoRestore on: the pods restart once onto the restore init
 	// container, with their data, which is no loss.
 	write(running.Status.CurrentMaster, "after-the-accept")
-	mergePatch(g, cc, `{"spec":{"backup":{"autoRestore":true}}}`)
-	g.Eventually(func(g Gomega) {
-		sts := &appsv1.StatefulSet{}
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), sts)).To(Succeed())
-		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
-		g.Expect(sts.Status.UpdatedReplicas).To(BeEquivalentTo(3))
-		got := getCC(g, cc)
-		g.Expect(got.Status.Operation).To(BeNil())
-		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	turnOnAutoRestore(g, cc)
 	g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionDataLost).Reason).To(Equal(cachev1alpha1.ReasonDataLossAccepted), "restarts that kept the data are no loss")
 
 	// The second disaster restores the backup by itself.
@@ -441,6 +432,21 @@ func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
 		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty())
 	}, limits.Cleanup, limits.Poll).Should(Succeed())
+}
+
+// turnOnAutoRestore sets spec.backup.autoRestore and waits until every pod
+// restarted onto the restore init container and the cluster runs.
+func turnOnAutoRestore(g Gomega, cc *cachev1alpha1.CacheCluster) {
+	mergePatch(g, cc, `{"spec":{"backup":{"autoRestore":true}}}`)
+	g.Eventually(func(g Gomega) {
+		sts := &appsv1.StatefulSet{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), sts)).To(Succeed())
+		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
+		g.Expect(sts.Status.UpdatedReplicas).To(Equal(*sts.Spec.Replicas))
+		got := getCC(g, cc)
+		g.Expect(got.Status.Operation).To(BeNil())
+		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
 }
 
 // waitKeysSeen waits until the operator's probes have seen keys on every
@@ -605,16 +611,7 @@ func TestBackupToAVolumeAndRestore(t *testing.T) {
 	// autoRestore from the claim: the pods restart once onto the restore
 	// init container (the claim mounted read only); then every pod loses
 	// its data and the cluster rebuilds itself from the newest backup.
-	mergePatch(g, before, `{"spec":{"backup":{"autoRestore":true}}}`)
-	g.Eventually(func(g Gomega) {
-		sts := &appsv1.StatefulSet{}
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(before), sts)).To(Succeed())
-		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
-		g.Expect(sts.Status.UpdatedReplicas).To(BeEquivalentTo(3))
-		got := getCC(g, before)
-		g.Expect(got.Status.Operation).To(BeNil())
-		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	turnOnAutoRestore(g, before)
 	waitKeysSeen(g, ns, "basic", 3)
 	wipeEveryPod(g, ns, "basic", 3)
 	g.Eventually(func(g Gomega) {
