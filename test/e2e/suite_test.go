@@ -161,7 +161,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintln(os.Stderr, "e2e: nothing left running")
-	if code == 0 {
+	// CACHEOPS_E2E_KEEP=1 keeps the logs of a passing run too.
+	if code == 0 && os.Getenv("CACHEOPS_E2E_KEEP") == "" {
 		_ = os.RemoveAll(dir)
 	}
 	return code
