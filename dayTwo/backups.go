@@ -355,7 +355,9 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	} else {
 		prefix = target.PVC.Prefix
 	}
-	store, err := r.openStore(ctx, cc, target)
+	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, name)
+	target.Key = objectKey
+	store, err := r.openStore(ctx, cc, target, true)
 	if err != nil {
 		var missing *missingKeyError
 		var notReady *storeNotReadyError
@@ -363,14 +365,12 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			return fail(err.Error())
 		}
 		if errors.As(err, &notReady) {
-			// Counted as an attempt: retried after a pause, then Failed
-			// with the pod's reason in LastBackupSucceeded.
+			// Waits a while for the pod, then counts as an attempt.
 			return r.failAttemptBeforeStart(ctx, cc, key, cb, err)
 		}
 		return err // the API server, not the Secret: the step is retried
 	}
 	src, _ := snap.pod(a.Pod)
-	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, name)
 	where := store.Where(objectKey)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	if !r.backups.add(key, cc.Name, cancel) {
@@ -426,9 +426,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			if res.HeaderErr != nil {
 				b.Status.Message = "stored; the key count is unknown: " + res.HeaderErr.Error()
 			}
-			loc := target.DeepCopy()
-			loc.Key = objectKey
-			b.Status.Location = loc
+			b.Status.Location = target.DeepCopy()
 			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
 			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
 			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
@@ -582,10 +580,12 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		if !byCount && !byAge {
 			continue
 		}
-		if pvc := b.Status.Location.PVC; pvc != nil && (cc.Spec.Backup.PVC == nil || cc.Spec.Backup.PVC.ClaimName != pvc.ClaimName) {
-			// On a claim the cluster no longer backs up to: no store pod
-			// serves it, so the file and its record stay (delete the
-			// CacheBackup by hand; the file stays on the claim).
+		if pvc := b.Status.Location.PVC; pvc != nil && (cc.Spec.Backup.PVC == nil || cc.Spec.Backup.PVC.ClaimName != pvc.ClaimName ||
+			!strings.HasPrefix(b.Status.Location.Key, renderer.ClaimFolder(cc))) {
+			// On a claim, or in a folder (the prefix changed), the cluster
+			// no longer backs up to: its store pod does not serve it, so
+			// the file and its record stay (delete the CacheBackup by
+			// hand; the file stays on the claim).
 			continue
 		}
 		why := fmt.Sprintf("retention keeps %d", ptrOr(ret.Count, 0))
@@ -606,7 +606,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 }
 
 func (r *Reconciler) deleteStored(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) error {
-	store, err := r.openStore(ctx, cc, loc)
+	store, err := r.openStore(ctx, cc, loc, true)
 	if err != nil {
 		return err
 	}
@@ -800,7 +800,7 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 }
 
 func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {
-	store, err := r.openStore(ctx, cc, loc)
+	store, err := r.openStore(ctx, cc, loc, false)
 	if err != nil {
 		return backup.Metadata{}, err
 	}

@@ -22,8 +22,9 @@ import (
 )
 
 // openStore connects to where loc is: its bucket, or the cluster's
-// backup-store pod for a claim.
-func (r *Reconciler) openStore(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (*backup.Store, error) {
+// backup-store pod for a claim, which must serve loc.Key (and allow writes
+// when write is set).
+func (r *Reconciler) openStore(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation, write bool) (*backup.Store, error) {
 	switch {
 	case loc.S3 != nil:
 		t, err := r.s3Target(ctx, cc.Namespace, *loc.S3)
@@ -32,7 +33,7 @@ func (r *Reconciler) openStore(ctx context.Context, cc *cachev1alpha1.CacheClust
 		}
 		return backup.NewStore(t)
 	case loc.PVC != nil:
-		addr, err := r.backupStoreAddr(ctx, cc, loc.PVC.ClaimName)
+		addr, err := r.backupStoreAddr(ctx, cc, loc.PVC.ClaimName, loc.Key, write)
 		if err != nil {
 			return nil, err
 		}
@@ -52,8 +53,9 @@ type storeNotReadyError struct{ msg string }
 func (e *storeNotReadyError) Error() string { return e.msg }
 
 // backupStoreAddr is host:port of the cluster's backup-store pod, when it
-// is ready and mounts claim.
-func (r *Reconciler) backupStoreAddr(ctx context.Context, cc *cachev1alpha1.CacheCluster, claim string) (string, error) {
+// is ready, mounts claim and serves key (for writing, if write is set).
+// A pod that does not is being replaced by one that does.
+func (r *Reconciler) backupStoreAddr(ctx context.Context, cc *cachev1alpha1.CacheCluster, claim, key string, write bool) (string, error) {
 	name := renderer.BackupStoreName(cc) + "-0"
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cc.Namespace, Name: name}, pod); err != nil {
@@ -70,6 +72,18 @@ func (r *Reconciler) backupStoreAddr(ctx context.Context, cc *cachev1alpha1.Cach
 	}
 	if mounted != claim {
 		return "", &storeNotReadyError{fmt.Sprintf("the backup-store pod %s mounts claim %q, not %s (it is being replaced)", name, mounted, claim)}
+	}
+	keyPrefix, readOnly := "", false
+	for _, c := range pod.Spec.Containers {
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "--key-prefix="); ok {
+				keyPrefix = v
+			}
+			readOnly = readOnly || a == "--read-only"
+		}
+	}
+	if !strings.HasPrefix(key, keyPrefix) || (write && readOnly) {
+		return "", &storeNotReadyError{fmt.Sprintf("the backup-store pod %s serves %q (read only: %t), not %s (it is being replaced)", name, keyPrefix, readOnly, key)}
 	}
 	if why := podNotReady(pod); why != "" {
 		return "", &storeNotReadyError{fmt.Sprintf("the backup-store pod %s for claim %s is not ready: %s", name, claim, why)}
@@ -110,25 +124,38 @@ func podNotReady(pod *corev1.Pod) string {
 	return strings.Join(why, "; ")
 }
 
+// waitsForStore starts the message of a backup that waits for its store.
+const waitsForStore = "waits for the backup store: "
+
 // storeWait is how long a backup waits for the backup-store pod (a new
-// claim being bound and attached, the pod rescheduled) before each wait
-// counts as a failed attempt.
+// claim being bound and attached, the pod rescheduled or replaced) before
+// each check counts as a failed attempt.
 const storeWait = 5 * time.Minute
 
 // failAttemptBeforeStart handles a backup whose backup-store pod is not
-// ready. For storeWait after the backup was created it waits, checking
+// ready. For storeWait from the first such check it waits, checking
 // again every few seconds, without using up an attempt; after that each
 // check counts as a failed attempt, retried after a pause and Failed once
 // the attempts run out. LastBackupSucceeded says why either way.
 func (r *Reconciler) failAttemptBeforeStart(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, cb *cachev1alpha1.CacheBackup, cause error) error {
-	if r.now().Sub(cb.CreationTimestamp.Time) < storeWait {
-		msg := fmt.Sprintf("waits for the backup store: %v", cause)
+	// The wait began at the first check that found the store not ready
+	// (StartTime, while the message says it waits).
+	// Once the wait ran out, the attempts that follow (their messages
+	// name the store pod) do not start another.
+	waiting := strings.HasPrefix(cb.Status.Message, waitsForStore) && cb.Status.StartTime != nil
+	since := r.now()
+	if waiting {
+		since = cb.Status.StartTime.Time
+	}
+	afterWait := !waiting && strings.Contains(cb.Status.Message, "the backup-store pod")
+	if !afterWait && r.now().Sub(since) < storeWait {
+		msg := waitsForStore + cause.Error()
 		if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 			if b.UID != cb.UID || b.Status.Attempts != cb.Status.Attempts {
 				return errSuperseded
 			}
-			t := metav1.NewTime(r.now())
-			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupPending, msg, &t
+			now, start := metav1.NewTime(r.now()), metav1.NewTime(since)
+			b.Status.Phase, b.Status.Message, b.Status.CompletionTime, b.Status.StartTime = cachev1alpha1.BackupPending, msg, &now, &start
 			return nil
 		}); err != nil {
 			if errors.Is(err, errSuperseded) {

@@ -15,8 +15,8 @@ import (
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
 
-// Backups on a claim the cluster no longer backs up to are left alone by
-// retention: no store pod serves that claim. (Retention that removes
+// Backups on a claim, or in a folder, the cluster no longer backs up to
+// are left alone by retention: its store pod does not serve them. (Retention that removes
 // files is tested end to end against real S3 and a real claim.)
 func TestRetentionSkipsBackupsOnAClaimNoLongerUsed(t *testing.T) {
 	scheme := runtime.NewScheme()
@@ -38,6 +38,10 @@ func TestRetentionSkipsBackupsOnAClaimNoLongerUsed(t *testing.T) {
 		b.Status = cachev1alpha1.CacheBackupStatus{
 			Phase: cachev1alpha1.BackupCompleted, CompletionTime: &done,
 			Location: &cachev1alpha1.BackupLocation{PVC: &cachev1alpha1.PVCTarget{ClaimName: "old"}, Key: "ns/c/" + b.Name + ".rdb"},
+		}
+		if i == 0 {
+			// On the claim in use, but under a prefix it no longer has.
+			b.Status.Location = &cachev1alpha1.BackupLocation{PVC: &cachev1alpha1.PVCTarget{ClaimName: "new", Prefix: "old/"}, Key: "old/ns/c/" + b.Name + ".rdb"}
 		}
 		objs = append(objs, b)
 	}

@@ -170,7 +170,7 @@ func TestRenderVolumeBackupTarget(t *testing.T) {
 	}
 	g.Expect(restoreStore).NotTo(BeNil(), "the operator checks the restore through it")
 	storeArgs, _, _ = unstructured.NestedSlice(restoreStore, "spec", "template", "spec", "containers")
-	g.Expect(storeArgs[0].(map[string]any)["args"]).To(ContainElements("--key-prefix=default/basic/", "--read-only"))
+	g.Expect(storeArgs[0].(map[string]any)["args"]).To(ContainElements("--key-prefix=default/basic/b.rdb", "--read-only"), "only the dump and its metadata")
 	inits, _, _ := unstructured.NestedSlice(sts, "spec", "template", "spec", "initContainers")
 	g.Expect(inits).To(HaveLen(1))
 	args := inits[0].(map[string]any)["args"]

@@ -102,23 +102,35 @@ func BackupStoreName(cc *cachev1alpha1.CacheCluster) string {
 	return cc.Name + "-backup-store"
 }
 
+// ClaimFolder is where a cluster's backups go on its backup claim:
+// <prefix><namespace>/<cluster>/. Its backup-store pod serves only this.
+func ClaimFolder(cc *cachev1alpha1.CacheCluster) string {
+	ns := cc.Namespace
+	if ns == "" {
+		ns = corev1.NamespaceDefault
+	}
+	prefix := ""
+	if pvc := cc.Spec.Backup.PVC; pvc != nil {
+		prefix = pvc.Prefix
+	}
+	return prefix + path.Join(ns, cc.Name) + "/"
+}
+
 // backupStoreValues: the backup-store pod exists while spec.backup.pvc is
 // set, serving (read and write) only the cluster's own folder on the claim;
-// and while a restore from a claim is pending, serving the dump's folder
-// read only (the operator reads the dump's metadata through it to check
-// the restored master), unless that is in the cluster's own folder already.
-func backupStoreValues(cc *cachev1alpha1.CacheCluster, namespace string, restore map[string]any) map[string]any {
+// and while a restore from a claim is pending, serving only the dump (and
+// its metadata) read only: the operator reads the metadata through it to
+// check the restored master. A disaster recovery from the cluster's own
+// folder keeps the read-write store.
+func backupStoreValues(cc *cachev1alpha1.CacheCluster, restore map[string]any) map[string]any {
 	claim, keyPrefix, readOnly := "", "", false
 	if pvc := cc.Spec.Backup.PVC; pvc != nil {
-		claim, keyPrefix = pvc.ClaimName, pvc.Prefix+path.Join(namespace, cc.Name)+"/"
+		claim, keyPrefix = pvc.ClaimName, ClaimFolder(cc)
 	}
 	if c, _ := restore["claim"].(string); c != "" && restore["done"] == false {
 		key, _ := restore["key"].(string)
 		if c != claim || !strings.HasPrefix(key, keyPrefix) {
-			claim, keyPrefix, readOnly = c, "", true
-			if dir := path.Dir(key); dir != "." {
-				keyPrefix = dir + "/"
-			}
+			claim, keyPrefix, readOnly = c, key, true
 		}
 	}
 	if claim == "" {
@@ -209,7 +221,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 
 	return map[string]any{
 		"restore":             restore,
-		"backupStore":         backupStoreValues(cc, namespace, restore),
+		"backupStore":         backupStoreValues(cc, restore),
 		"name":                cc.Name,
 		"namespace":           namespace,
 		"version":             approved.Version,

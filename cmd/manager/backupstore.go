@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,25 +44,48 @@ func backupStore(args []string) int {
 		logf("CACHEOPS_STORE_TOKEN is empty: set it to the cluster's password")
 		return 2
 	}
-	// Fail at start, in the pod's log, when the claim cannot be written.
-	probe := filepath.Join(*dir, ".cacheops-write-check")
-	if err := os.WriteFile(probe, []byte("ok\n"), 0o644); err != nil {
-		logf("cannot write to %s (claim %s): %v", *dir, *claim, err)
-		return 1
-	}
-	_ = os.Remove(probe)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	if !access.ReadOnly {
-		sweepPartials(filepath.Join(*dir, filepath.FromSlash(access.KeyPrefix)), logf)
+		// Fail at start, in the pod's log, when the claim cannot be
+		// written.
+		probe := filepath.Join(*dir, ".cacheops-write-check")
+		if err := os.WriteFile(probe, []byte("ok\n"), 0o644); err != nil {
+			logf("cannot write to %s (claim %s): %v", *dir, *claim, err)
+			return 1
+		}
+		_ = os.Remove(probe)
+		// What uploads cut by a killed pod or a lost node left: at start
+		// and every hour.
+		folder := filepath.Join(*dir, filepath.FromSlash(access.KeyPrefix))
+		go func() {
+			tick := time.NewTicker(time.Hour)
+			defer tick.Stop()
+			for {
+				sweepPartials(folder, logf)
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
 	}
 	access.Token = token
 
+	// inFlight lets the shutdown wait for handlers, which remove the
+	// partial file of an upload the shutdown cut.
+	var inFlight sync.WaitGroup
+	handler := backup.Handler(backup.NewDirStore(*dir, "pvc://"+*claim), access, logf)
 	srv := &http.Server{
-		Addr:              net.JoinHostPort("", strconv.Itoa(*port)),
-		Handler:           backup.Handler(backup.NewDirStore(*dir, "pvc://"+*claim), access, logf),
+		Addr: net.JoinHostPort("", strconv.Itoa(*port)),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inFlight.Add(1)
+			defer inFlight.Done()
+			handler.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 30 * time.Second,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	// On SIGTERM, uploads in flight get 20 s to end (the handler removes
 	// the partial file of one that is cut) before the process exits.
 	stopped := make(chan struct{})
@@ -72,6 +96,12 @@ func backupStore(args []string) int {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 		_ = srv.Close()
+		handled := make(chan struct{})
+		go func() { inFlight.Wait(); close(handled) }()
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+		}
 	}()
 	logf("serving %s (claim %s, keys under %q, read only: %t) on %s", *dir, *claim, access.KeyPrefix, access.ReadOnly, srv.Addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -82,9 +112,8 @@ func backupStore(args []string) int {
 	return 0
 }
 
-// sweepPartials removes what uploads cut by a killed pod or a lost node left
-// under root: .partial-* files an hour old (younger ones may belong to an
-// upload another store pod on the same claim is still writing).
+// sweepPartials removes .partial-* files an hour old under root (younger
+// ones may belong to an upload still being written).
 func sweepPartials(root string, logf func(string, ...any)) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), ".partial-") {
