@@ -48,9 +48,9 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		BinaryAssetsDirectory: o.BinDir,
 		CRDDirectoryPaths:     o.CRDDirectories,
 		ErrorIfCRDPathMissing: len(o.CRDDirectories) > 0,
-		// A graceful stop drains long-running watches (3 s, below); the
-		// margin keeps a restart in a fault-injection test a clean stop and
-		// start on a loaded machine.
+		// A graceful stop drains long-running watches (60 s, below); give
+		// it time, so a restart in a fault-injection test is a clean stop
+		// and start.
 		ControlPlaneStopTimeout: 90 * time.Second,
 	}
 	api := cp.env.ControlPlane.GetAPIServer()
@@ -62,11 +62,12 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 	args.Set("service-cluster-ip-range", "10.96.0.0/16")
 	args.Set("allow-privileged", "true")
 	args.Set("shutdown-delay-duration", "0s")
-	// A graceful stop closes the open watches within 3 s. Without it the
-	// API server waits for the watches (every component's) to end by
-	// themselves, which they never do, until its 60 s shutdown timeout:
-	// a restart took 62 s instead of 4.
-	args.Set("shutdown-watch-termination-grace-period", "3s")
+	// Known: a graceful stop waits for the open watches (every
+	// component's) until the API server's 60 s shutdown timeout, so a
+	// restart takes about 62 s. --shutdown-watch-termination-grace-period=3s
+	// makes it 4 s, but in the one suite run with it the failover test
+	// that follows the restart saw two master labels at once (cause not
+	// understood yet), so the slow, long-proven stop stays for now.
 	etcd := cp.env.ControlPlane.Etcd
 	if etcd == nil {
 		etcd = &envtest.Etcd{}
