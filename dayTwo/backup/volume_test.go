@@ -13,15 +13,21 @@ import (
 	"time"
 )
 
+// storeServer serves a folder as a backup-store pod does and returns a
+// client of it with the password "secret".
+func storeServer(t *testing.T, dir string, access Access) *Store {
+	t.Helper()
+	srv := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), access, t.Logf))
+	t.Cleanup(srv.Close)
+	return NewRemoteStore(strings.TrimPrefix(srv.URL, "http://"), "secret", "backups")
+}
+
 // The operator's side of a claim target: a backup-store server over a
 // folder, reached with the cluster's password.
 func TestRemoteStoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), Access{Token: "secret"}, t.Logf))
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	s := NewRemoteStore(addr, "secret", "backups")
+	s := storeServer(t, dir, Access{Token: "secret"})
 
 	key := ObjectKey("e2e/", "ns", "cache", "cache-1")
 	dump := bytes.Repeat([]byte("REDIS0011"), 100000)
@@ -65,16 +71,12 @@ func TestRemoteStoreRoundTrip(t *testing.T) {
 func TestRemoteStoreRefusesAWrongPasswordAndBadKeys(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), Access{Token: "secret"}, t.Logf))
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-
-	wrong := NewRemoteStore(addr, "guess", "backups")
+	wrong := storeServer(t, dir, Access{Token: "other"})
 	err := wrong.Put(ctx, "a.rdb", strings.NewReader("x"), 1)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a wrong password: %v", err)
 	}
-	s := NewRemoteStore(addr, "secret", "backups")
+	s := storeServer(t, dir, Access{Token: "secret"})
 	for _, key := range []string{"../outside.rdb", "a/../../outside.rdb", "a/.partial-1", ".hidden"} {
 		if err := s.Put(ctx, key, strings.NewReader("x"), 1); err == nil {
 			t.Errorf("key %q was accepted", key)
@@ -85,18 +87,14 @@ func TestRemoteStoreRefusesAWrongPasswordAndBadKeys(t *testing.T) {
 	}
 
 	// A cluster's store serves its own folder only; a restore's, read only.
-	scoped := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), Access{Token: "secret", KeyPrefix: "ns/a/"}, t.Logf))
-	defer scoped.Close()
-	a := NewRemoteStore(strings.TrimPrefix(scoped.URL, "http://"), "secret", "backups")
+	a := storeServer(t, dir, Access{Token: "secret", KeyPrefix: "ns/a/"})
 	if err := a.Put(ctx, "ns/a/1.rdb", strings.NewReader("x"), 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Put(ctx, "ns/b/1.rdb", strings.NewReader("x"), 1); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("another cluster's folder: %v", err)
 	}
-	restoreOnly := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), Access{Token: "secret", KeyPrefix: "ns/a/", ReadOnly: true}, t.Logf))
-	defer restoreOnly.Close()
-	ro := NewRemoteStore(strings.TrimPrefix(restoreOnly.URL, "http://"), "secret", "backups")
+	ro := storeServer(t, dir, Access{Token: "secret", KeyPrefix: "ns/a/", ReadOnly: true})
 	if r, err := ro.Get(ctx, "ns/a/1.rdb"); err != nil {
 		t.Fatal(err)
 	} else {
@@ -111,9 +109,7 @@ func TestRemoteStoreRefusesAWrongPasswordAndBadKeys(t *testing.T) {
 func TestInterruptedUploadLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
-	srv := httptest.NewServer(Handler(NewDirStore(dir, "pvc://backups"), Access{Token: "secret"}, t.Logf))
-	defer srv.Close()
-	s := NewRemoteStore(strings.TrimPrefix(srv.URL, "http://"), "secret", "backups")
+	s := storeServer(t, dir, Access{Token: "secret"})
 
 	pr, pw := io.Pipe()
 	go func() {
