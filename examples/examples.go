@@ -21,8 +21,12 @@ func Load(name, namespace string) (*cachev1alpha1.CacheCluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("examples/%s.yaml: %w", name, err)
+	}
 	cc := &cachev1alpha1.CacheCluster{}
-	if err := yaml.UnmarshalStrict(data, cc); err != nil {
+	if err := cc.DecodeStrict(js); err != nil {
 		return nil, fmt.Errorf("examples/%s.yaml: %w", name, err)
 	}
 	cc.Namespace = namespace

@@ -121,6 +121,11 @@ type CacheBackup struct {
 	Spec CacheBackupSpec `json:"spec"`
 	// +optional
 	Status CacheBackupStatus `json:"status,omitempty"`
+
+	// DecodeError is set, in memory only, when the stored object did not
+	// decode into these types: the object then holds only its metadata.
+	// Controllers report it and change nothing else (see decode.go).
+	DecodeError string `json:"-"`
 }
 
 // CacheBackupList is a list of CacheBackups.

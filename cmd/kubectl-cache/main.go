@@ -154,7 +154,7 @@ func decodeCacheClusters(data []byte) ([]*cachev1alpha1.CacheCluster, error) {
 			continue
 		}
 		cc := &cachev1alpha1.CacheCluster{}
-		if err := yaml.UnmarshalStrict([]byte(doc), cc); err != nil {
+		if err := cc.DecodeStrict(js); err != nil {
 			return nil, fmt.Errorf("CacheCluster %s: %w", u.GetName(), err)
 		}
 		out = append(out, cc)

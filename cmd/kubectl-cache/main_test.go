@@ -83,5 +83,5 @@ func TestRenderRejectsMisspeltFields(t *testing.T) {
 	g := NewWithT(t)
 	in := "apiVersion: cache.cacheops.io/v1alpha1\nkind: CacheCluster\nmetadata: {name: x}\nspec: {version: '7.0.15', replicass: 3}\n"
 	err := run([]string{"render", "-f", "-"}, strings.NewReader(in), &bytes.Buffer{})
-	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "replicass"`)))
+	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "spec.replicass"`)))
 }
