@@ -53,6 +53,19 @@ const (
 	// ReasonInvalidSpec: the API server accepted the spec but the operator can
 	// never satisfy it as written.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonReconcileError: a reconcile step failed with an error that is
+	// retried (the message has the API server's words).
+	ReasonReconcileError = "ReconcileError"
+	// ReasonDecodeFailed: the stored object does not decode into the API's
+	// Go types (written under an older CRD or by hand); nothing is done
+	// with it until it is fixed or deleted.
+	ReasonDecodeFailed = "DecodeFailed"
+	// ReasonNameConflict: an object the cluster renders already exists and
+	// is controlled by someone else; nothing of the cluster is applied.
+	ReasonNameConflict = "NameConflict"
+	// ReasonInvalidConfig: Redis refuses a value of spec.config; the pods
+	// keep running what they ran.
+	ReasonInvalidConfig = "InvalidConfig"
 	// ReasonAuthSecretMissing: spec.auth.secretRef names a Secret or key that does not exist.
 	ReasonAuthSecretMissing = "AuthSecretMissing"
 	// ReasonChildFailed: a rendered child reports a failure.

@@ -64,7 +64,7 @@ func (in *BackupRetention) DeepCopyInto(out *BackupRetention) {
 	}
 	if in.MaxAge != nil {
 		in, out := &in.MaxAge, &out.MaxAge
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 }
