@@ -543,6 +543,20 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		// what a restore needs: none is removed.
 		return nil
 	}
+	// maxAge 0 keeps backups of any age. An admitted value always parses;
+	// one that does not (written under an older schema) only turns the age
+	// rule off, the count rule still applies.
+	var maxAge time.Duration
+	if ret.MaxAge != nil {
+		d, err := ret.MaxAge.Parse()
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("Ignoring backup.retention.maxAge", "error", err.Error())
+		}
+		maxAge = d
+	}
+	tooOld := func(b cachev1alpha1.CacheBackup) bool {
+		return maxAge > 0 && r.now().Sub(b.Status.CompletionTime.Time) > maxAge
+	}
 	backups, err := r.clusterBackups(ctx, cc)
 	if err != nil {
 		return err
@@ -565,7 +579,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 	var errs []error
 	// Failed backups stored nothing; the same rules bound their records.
 	for i, b := range failed {
-		if (ret.Count != nil && i >= int(*ret.Count)) || (ret.MaxAge != nil && r.now().Sub(b.Status.CompletionTime.Time) > ret.MaxAge.Duration) {
+		if (ret.Count != nil && i >= int(*ret.Count)) || tooOld(b) {
 			if err := r.Client.Delete(ctx, &b); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
@@ -576,7 +590,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 			continue // the last successful backup is never removed
 		}
 		byCount := ret.Count != nil && i >= int(*ret.Count)
-		byAge := ret.MaxAge != nil && r.now().Sub(b.Status.CompletionTime.Time) > ret.MaxAge.Duration
+		byAge := tooOld(b)
 		if !byCount && !byAge {
 			continue
 		}
@@ -590,7 +604,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 		}
 		why := fmt.Sprintf("retention keeps %d", ptrOr(ret.Count, 0))
 		if byAge {
-			why = "older than " + ret.MaxAge.Duration.String()
+			why = "older than " + string(*ret.MaxAge)
 		}
 		if err := r.deleteStored(ctx, cc, *b.Status.Location); err != nil {
 			errs = append(errs, fmt.Errorf("backup %s: %w", b.Name, err))

@@ -111,7 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cc.DeletionTimestamp.IsZero() || cc.Spec.Paused {
+	// An object that did not decode holds no spec to act on; day-one
+	// reports it. Like a paused one, its pods are left as they are.
+	if !cc.DeletionTimestamp.IsZero() || cc.Spec.Paused || cc.DecodeError != "" {
 		if !cc.DeletionTimestamp.IsZero() {
 			r.backups.abort(req.NamespacedName, errors.New("the cluster is being deleted"))
 		}

@@ -358,6 +358,24 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		mismatches, err := r.applyConfig(ctx, snap, a.Config, pw)
 		var refused refusedError
 		switch {
+		case errors.As(err, &refused) && !refused.needsRestart():
+			// Redis says the value itself is wrong (or the parameter
+			// unknown to this version): a restart would only crash the
+			// pods on it. Nothing is restarted; the change is blocked
+			// until spec changes, with Redis's own words.
+			msg := fmt.Sprintf("Redis refuses spec.config: %v. No pod was restarted and the pods keep their parameters; fix spec.config to try again.", err)
+			if perr := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+				if st.Rollout != nil {
+					st.Rollout = st.Rollout.DeepCopy()
+					st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonInvalidConfig, Message: msg}
+				}
+				st.Operation = nil
+			}); perr != nil {
+				return perr
+			}
+			log.Info("Redis refused the configuration", "operation", op.ID, "error", err.Error())
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonInvalidConfig, "Reconfigure", "%s %s: %s", op.Type, op.ID, msg)
+			return nil
 		case errors.As(err, &refused):
 			// Redis will not change a parameter live: roll it in with
 			// restarts instead (the pre-check catches a value Redis refuses
@@ -405,6 +423,14 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 // refusedError is Redis refusing a CONFIG SET (an error reply), as opposed
 // to a pod that did not answer.
 type refusedError struct{ error }
+
+// needsRestart tells a parameter Redis will not change while it runs
+// ("can't set immutable config", "can't set protected config") from a value
+// it refuses outright.
+func (e refusedError) needsRestart() bool {
+	msg := e.Error()
+	return strings.Contains(msg, "immutable config") || strings.Contains(msg, "protected config")
+}
 
 // applyConfig sets the parameters on every pod with one CONFIG SET (Redis
 // applies them all or none), then reads them back. A value Redis reports
@@ -465,6 +491,12 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 	}
 	if client.IgnoreNotFound(err) != nil {
 		return err
+	}
+	if err == nil && !metav1.IsControlledBy(live, cc) {
+		// Someone else's pod has the pre-check's name: never delete it.
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck",
+			"Pod %s exists and is not controlled by this CacheCluster; the upgrade pre-check waits until it is renamed or deleted", live.Name)
+		return fmt.Errorf("the pre-check pod name %s is taken by a pod this cluster does not control", live.Name)
 	}
 	if err := r.deletePrecheck(ctx, cc); err != nil {
 		return err
@@ -527,13 +559,32 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 	return nil
 }
 
+// deletePrecheck removes the pre-check pod and ConfigMap, and only those
+// this cluster controls: the delete is conditioned on the UID read, so an
+// object of the same name that belongs to someone else is never removed.
 func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
 	zero := int64(0)
-	meta := metav1.ObjectMeta{Namespace: cc.Namespace, Name: precheckName(cc)}
-	if err := r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: meta}, &client.DeleteOptions{GracePeriodSeconds: &zero}); client.IgnoreNotFound(err) != nil {
-		return err
+	key := client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}} {
+		if err := r.APIReader.Get(ctx, key, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if !metav1.IsControlledBy(obj, cc) {
+			continue
+		}
+		uid := obj.GetUID()
+		opts := &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+		if _, isPod := obj.(*corev1.Pod); isPod {
+			opts.GracePeriodSeconds = &zero
+		}
+		if err := r.Client.Delete(ctx, obj, opts); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return err
+		}
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: meta}))
+	return nil
 }
 
 func ptrTo[T any](v T) *T { return &v }

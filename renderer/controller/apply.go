@@ -53,17 +53,32 @@ func ownedLabels(cc *cachev1alpha1.CacheCluster) client.MatchingLabels {
 func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	log := ctrl.LoggerFrom(ctx)
 	var pending []*unstructured.Unstructured
+	var conflicts []string
 	for _, obj := range s.desired {
 		if err := r.prepare(s.cc, obj); err != nil {
 			return err
 		}
-		upToDate, err := r.upToDate(ctx, obj)
+		live, err := r.getLive(ctx, r.Client, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		if err == nil && live == nil {
+			// The cache holds only objects with our labels: make sure no
+			// one else's object has this name before creating it. This
+			// read happens only for objects the cache does not know, so a
+			// steady state still sends nothing.
+			live, err = r.getLive(ctx, r.APIReader, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		}
 		if err != nil {
 			return err
 		}
-		if !upToDate {
+		if c := controlConflict(s.cc, obj.GetKind(), liveMeta(live)); c != "" {
+			conflicts = append(conflicts, c)
+			continue
+		}
+		if !upToDate(obj, live) {
 			pending = append(pending, obj)
 		}
+	}
+	if len(conflicts) > 0 {
+		return nameConflict(conflicts)
 	}
 	if len(pending) == 0 {
 		return nil
@@ -121,30 +136,37 @@ func (r *Reconciler) prepare(cc *cachev1alpha1.CacheCluster, obj *unstructured.U
 	return nil
 }
 
-// upToDate tells whether the live object (read from the cache) already holds
-// everything the desired object says. The hash annotation catches fields we
-// stopped rendering; the comparison catches edits by someone else (drift).
-func (r *Reconciler) upToDate(ctx context.Context, desired *unstructured.Unstructured) (bool, error) {
-	live, err := r.getLive(ctx, desired.GroupVersionKind(), client.ObjectKeyFromObject(desired))
-	if err != nil || live == nil {
-		return false, err
+// upToDate tells whether the live object already holds everything the
+// desired object says. The hash annotation catches fields we stopped
+// rendering; the comparison catches edits by someone else (drift).
+func upToDate(desired, live *unstructured.Unstructured) bool {
+	if live == nil {
+		return false
 	}
 	if live.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] != desired.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] {
-		return false, nil
+		return false
 	}
-	return isSubset(desired.Object, live.Object, ""), nil
+	return isSubset(desired.Object, live.Object, "")
 }
 
-// getLive reads an object from the cache as a typed object (so only the
-// kinds we watch are cached) and returns it as unstructured, or nil when it
-// does not exist.
-func (r *Reconciler) getLive(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
+// liveMeta is nil for an object that does not exist.
+func liveMeta(live *unstructured.Unstructured) metav1.Object {
+	if live == nil {
+		return nil
+	}
+	return live
+}
+
+// getLive reads an object through reader (the cache, or the API server
+// directly) as a typed object, so only the kinds we watch are cached, and
+// returns it as unstructured, or nil when it does not exist.
+func (r *Reconciler) getLive(ctx context.Context, reader client.Reader, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
 	typed, err := r.Client.Scheme().New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
 	}
 	obj := typed.(client.Object)
-	if err := r.Client.Get(ctx, key, obj); err != nil {
+	if err := reader.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

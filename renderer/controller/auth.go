@@ -49,6 +49,9 @@ func (r *Reconciler) ensureAuthSecret(ctx context.Context, s *scope) error {
 	key := client.ObjectKey{Namespace: cc.Namespace, Name: name}
 	cached := &corev1.Secret{}
 	if err := r.Client.Get(ctx, key, cached); err == nil && len(cached.Data[renderer.DefaultSecretKey]) > 0 {
+		if c := controlConflict(cc, "Secret", cached); c != "" {
+			return nameConflict([]string{c})
+		}
 		return nil
 	}
 	// Decide on a fresh read: generating a second password because the
@@ -86,7 +89,12 @@ func (r *Reconciler) ensureAuthSecret(ctx context.Context, s *scope) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading Secret %s: %w", name, err)
-	case len(live.Data[renderer.DefaultSecretKey]) > 0:
+	}
+	// Never read or write a password in a Secret someone else controls.
+	if c := controlConflict(cc, "Secret", live); c != "" {
+		return nameConflict([]string{c})
+	}
+	if len(live.Data[renderer.DefaultSecretKey]) > 0 {
 		return nil
 	}
 	// The Secret exists without a password (someone removed it): write a new

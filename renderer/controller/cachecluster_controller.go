@@ -72,6 +72,8 @@ type scope struct {
 	pods        []corev1.Pod
 	children    []childHealth
 	requeue     time.Duration
+	// failedStep names the step whose error ended the reconcile.
+	failedStep string
 	// now is the reconcile's clock reading, for judgements over time.
 	now time.Time
 }
@@ -101,6 +103,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
+	if cc.DecodeError != "" {
+		return ctrl.Result{}, r.reconcileUndecodable(ctx, cc)
+	}
 	if !cc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, cc)
 	}
@@ -144,6 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 				break
 			}
 			stepErr = fmt.Errorf("%s: %w", st.name, err)
+			s.failedStep = st.name
 			break
 		}
 	}

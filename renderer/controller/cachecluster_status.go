@@ -31,7 +31,7 @@ type childHealth struct {
 // observe reads the children, the StatefulSet and the pods after applying.
 func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	for _, obj := range s.desired {
-		live, err := r.getLive(ctx, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		live, err := r.getLive(ctx, r.Client, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,19 @@ func summarize(s *scope, stepErr error) {
 	removeCondition(cc, cachev1alpha1.ConditionStalled)
 	defer blockedRollout(cc)
 	if stepErr != nil {
-		// A transient error: keep the last judgement, retry with backoff.
+		// An error worth retrying (the API server refused a write, timed
+		// out, or the cache lagged): Ready says what failed in the API
+		// server's words, Reconciling that it is being retried with
+		// backoff; Available and Degraded keep the last judgement, the
+		// pods did not change because of it.
+		reason := cachev1alpha1.ReasonReconcileError
+		if s.failedStep == "apply" {
+			reason = cachev1alpha1.ReasonApplyFailed
+		}
+		if cc.Status.Phase == "" {
+			cc.Status.Phase = cachev1alpha1.PhasePending
+		}
+		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, reason, stepErr.Error(), gen)
 		setCondition(cc, cachev1alpha1.ConditionReconciling, metav1.ConditionTrue, "RetryingAfterError", stepErr.Error(), gen)
 		return
 	}

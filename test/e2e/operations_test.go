@@ -375,6 +375,32 @@ func TestConfigurationChanges(t *testing.T) {
 	g.Expect(cm.Data["redis.conf"]).To(ContainSubstring("maxmemory 100mb"), "pods that start later read it too")
 	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
 
+	// A value admission lets through but Redis refuses: Redis's own words
+	// in Stalled (InvalidConfig), and no pod restarts.
+	mergePatch(g, cc, `{"spec":{"config":{"maxmemory-clients":"150%"}}}`)
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		stalled := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(cachev1alpha1.ReasonInvalidConfig))
+		g.Expect(stalled.Message).To(ContainSubstring("percentage argument must be less or equal to 100"))
+		g.Expect(got.Status.Operation).To(BeNil())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	for name, pid := range pids {
+		now, err := env.PID(ns, name, "redis")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now).To(Equal(pid), "%s was not restarted for a value Redis refuses", name)
+	}
+	mergePatch(g, cc, `{"spec":{"config":{"maxmemory-clients":"10%"}}}`)
+	g.Eventually(func(g Gomega) {
+		for name := range pids {
+			g.Expect(configOf(g, name, "maxmemory-clients")).To(Equal("10%"), name)
+		}
+		got := waitRunning(g, cc)
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeNil())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
+
 	// databases only changes at start-up: the pods roll, in order.
 	mergePatch(g, cc, `{"spec":{"config":{"databases":"32"}}}`)
 	g.Eventually(func(g Gomega) {
