@@ -163,7 +163,7 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 
-	bad := unstructuredCC(g, ns, "legacy", "version: '7.0.15'\nreplicas: three")
+	bad := unstructuredCC(g, ns, "legacy", "version: '7.0.15'\nhighAvailability: {probeTimeoutSeconds: fast}")
 	bad.SetFinalizers([]string{cachev1alpha1.Finalizer})
 	withLooseCRD(g, func() {
 		g.Eventually(func() error { return k8s.Create(ctx, bad.DeepCopy()) }, timeout, interval).Should(Succeed())
@@ -178,8 +178,8 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 	got := &cachev1alpha1.CacheCluster{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, got)).To(Succeed())
-		g.Expect(got.DecodeError).To(ContainSubstring("spec.replicas"))
-		g.Expect(hasEvent(g, ns, "legacy", cachev1alpha1.ReasonDecodeFailed, "spec.replicas")).To(BeTrue())
+		g.Expect(got.DecodeError).To(ContainSubstring("spec.highAvailability.probeTimeoutSeconds"))
+		g.Expect(hasEvent(g, ns, "legacy", cachev1alpha1.ReasonDecodeFailed, "spec.highAvailability.probeTimeoutSeconds")).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	// Nothing was rendered for it.
 	g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, &appsv1.StatefulSet{}))).To(BeTrue())
@@ -192,11 +192,11 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 		found := false
 		for _, c := range conds {
 			m := c.(map[string]any)
-			if m["type"] == cachev1alpha1.ConditionStalled && m["reason"] == cachev1alpha1.ReasonDecodeFailed && strings.Contains(fmt.Sprint(m["message"]), "spec.replicas") {
+			if m["type"] == cachev1alpha1.ConditionStalled && m["reason"] == cachev1alpha1.ReasonDecodeFailed && strings.Contains(fmt.Sprint(m["message"]), "spec.highAvailability.probeTimeoutSeconds") {
 				found = true
 			}
 		}
-		g.Expect(found).To(BeTrue(), "Stalled DecodeFailed naming spec.replicas in %v", conds)
+		g.Expect(found).To(BeTrue(), "Stalled DecodeFailed naming the field in %v", conds)
 	}, timeout, interval).Should(Succeed())
 
 	g.Expect(k8s.Delete(ctx, got)).To(Succeed())
@@ -234,7 +234,7 @@ func withLooseCRD(g Gomega, fn func()) {
 		probe := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "cache.cacheops.io/v1alpha1", "kind": "CacheCluster",
 			"metadata": map[string]any{"name": "schema-probe", "namespace": "default"},
-			"spec":     map[string]any{"version": "7.0.15", "replicas": "three"},
+			"spec":     map[string]any{"version": "7.0.15", "highAvailability": map[string]any{"probeTimeoutSeconds": "fast"}},
 		}}
 		g.Eventually(func() error {
 			return k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
@@ -293,6 +293,7 @@ func TestAnObjectOwnedBySomeoneElseIsNeverTakenOver(t *testing.T) {
 
 	// With the Secret out of the way, the Service is the conflict.
 	g.Expect(k8s.Delete(ctx, theirSecret)).To(Succeed())
+	poke(g, web) // rather than wait for the stalled retry
 	g.Eventually(func(g Gomega) {
 		stalled := condition(getCC(g, web), cachev1alpha1.ConditionStalled)
 		g.Expect(stalled).NotTo(BeNil())
@@ -332,6 +333,10 @@ func TestAnApplyErrorIsInTheStatus(t *testing.T) {
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
 	}
 	g.Expect(k8s.Create(ctx, quota)).To(Succeed())
+	// Admission charges against the quota's status, which the quota
+	// controller (not run here) would write.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	g.Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	g.Eventually(func(g Gomega) {

@@ -28,7 +28,7 @@ func TestAnUndecodableClusterDoesNotStopANeighboursFailover(t *testing.T) {
 	bad := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cache.cacheops.io/v1alpha1", "kind": "CacheCluster",
 		"metadata": map[string]any{"name": "legacy", "namespace": badNS, "finalizers": []any{cachev1alpha1.Finalizer}},
-		"spec":     map[string]any{"version": "7.0.15", "replicas": "three"},
+		"spec":     map[string]any{"version": "7.0.15", "highAvailability": map[string]any{"probeTimeoutSeconds": "fast"}},
 	}}
 	withLooseCRD(g, func() {
 		g.Eventually(func() error { return k8s.Create(ctx, bad.DeepCopy()) }, limits.PodRestart, limits.Poll).Should(Succeed())
@@ -88,7 +88,7 @@ func withLooseCRD(g Gomega, fn func()) {
 		probe := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "cache.cacheops.io/v1alpha1", "kind": "CacheCluster",
 			"metadata": map[string]any{"name": "schema-probe", "namespace": "default"},
-			"spec":     map[string]any{"version": "7.0.15", "replicas": "three"},
+			"spec":     map[string]any{"version": "7.0.15", "highAvailability": map[string]any{"probeTimeoutSeconds": "fast"}},
 		}}
 		g.Eventually(func() error {
 			return k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
