@@ -19,6 +19,7 @@ tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl, he
 generate: tools ## Regenerate deepcopy code and the CRD.
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(BIN)/controller-gen crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=charts/cacheops/crds
+	hack/crd-quantities.sh
 
 .PHONY: manifests
 manifests: generate ## Alias of generate (CRDs are part of it).

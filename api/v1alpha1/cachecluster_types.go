@@ -15,7 +15,7 @@ const MaxReplicas = 15
 // never writes it.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && size(self.backup.schedule) > 0)",message="backup.schedule is required when backup.enabled is true"
-// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !self.config['maxmemory'].matches('^[0-9]{1,15}([kKmMgG][bB]?|[bB])?$') || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || double(self.config['maxmemory'].find('^[0-9]+')) * (self.config['maxmemory'].lowerAscii().endsWith('gb') ? 1073741824.0 : self.config['maxmemory'].lowerAscii().endsWith('mb') ? 1048576.0 : self.config['maxmemory'].lowerAscii().endsWith('kb') ? 1024.0 : self.config['maxmemory'].lowerAscii().endsWith('g') ? 1e9 : self.config['maxmemory'].lowerAscii().endsWith('m') ? 1e6 : self.config['maxmemory'].lowerAscii().endsWith('k') ? 1e3 : 1.0) <= 0.75 * quantity(string(self.resources.limits['memory'])).asApproximateFloat()",messageExpression="'config maxmemory ' + self.config['maxmemory'] + ' does not fit in resources.limits.memory ' + string(self.resources.limits['memory']) + ': Redis needs a quarter of the limit for buffers and the copy-on-write pages of a background save, so maxmemory may be at most 75% of the limit'"
+// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !self.config['maxmemory'].matches('^[0-9]{1,15}([kKmMgG][bB]?|[bB])?$') || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !string(self.resources.limits['memory']).matches('^[0-9]{1,18}([.][0-9]{1,9})?([KMGTPE]i|[numkMGTPE])?$') || double(self.config['maxmemory'].find('^[0-9]+')) * (self.config['maxmemory'].lowerAscii().endsWith('gb') ? 1073741824.0 : self.config['maxmemory'].lowerAscii().endsWith('mb') ? 1048576.0 : self.config['maxmemory'].lowerAscii().endsWith('kb') ? 1024.0 : self.config['maxmemory'].lowerAscii().endsWith('g') ? 1e9 : self.config['maxmemory'].lowerAscii().endsWith('m') ? 1e6 : self.config['maxmemory'].lowerAscii().endsWith('k') ? 1e3 : 1.0) <= 0.75 * quantity(string(self.resources.limits['memory'])).asApproximateFloat()",messageExpression="'config maxmemory ' + self.config['maxmemory'] + ' does not fit in resources.limits.memory ' + string(self.resources.limits['memory']) + ': Redis needs a quarter of the limit for buffers and the copy-on-write pages of a background save, so maxmemory may be at most 75% of the limit'"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is immutable: it applies only when a cluster is created; create a new CacheCluster to restore another backup"
 type CacheClusterSpec struct {
 	// Version is the Redis version to run, e.g. "7.0.15". It selects the
@@ -39,7 +39,11 @@ type CacheClusterSpec struct {
 	// +kubebuilder:validation:Maximum=15
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Resources of the Redis container.
+	// Resources of the Redis container. Quantities are plain numbers with
+	// an optional suffix (500m, 1Gi, 2G): make generate replaces the
+	// quantity pattern in the CRD (hack/crd-quantities.sh), so exponents
+	// such as 1e9999999999, which decode but no API server can apply, are
+	// refused at admission.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -128,7 +132,7 @@ type ConfigValue string
 // StorageSpec describes the PersistentVolumeClaim of each pod.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="storage.className is immutable: create a new CacheCluster (and restore a backup) to move to another storage class"
-// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="storage.size must be a positive quantity such as 1Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || (string(self.size).matches('^[0-9]{1,18}([.][0-9]{1,9})?([KMGTPE]i|[numkMGTPE])?$') && quantity(string(self.size)).isGreaterThan(quantity('0')))",message="storage.size must be a positive quantity such as 1Gi: a plain number with an optional suffix (Ki, Mi, Gi, Ti, ...), no exponent"
 type StorageSpec struct {
 	// Size of each pod's volume, e.g. 1Gi.
 	// +optional
@@ -179,6 +183,7 @@ type SecretKeyRef struct {
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key,omitempty"`
 }
 
@@ -257,6 +262,7 @@ type S3Target struct {
 	// keys accessKeyID and secretAccessKey.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	CredentialsSecret string `json:"credentialsSecret"`
 
 	// CASecret names a Secret in the cluster's namespace whose key ca.crt
@@ -264,6 +270,7 @@ type S3Target struct {
 	// system roots when unset.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	CASecret string `json:"caSecret,omitempty"`
 
 	// Insecure talks plain HTTP instead of HTTPS. For tests and private
@@ -298,13 +305,16 @@ type RestoreSpec struct {
 	// Backup names a completed CacheBackup in this namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Backup string `json:"backup,omitempty"`
 
 	// Key is the object key of a dump (its metadata is <key>.json next to
 	// it), for a backup whose CacheBackup object is gone, e.g. after the
 	// source cluster was deleted.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f\x7f]+$`
 	Key string `json:"key,omitempty"`
 
 	// S3 is the bucket that holds Key.

@@ -64,6 +64,13 @@ func TestAdmissionRefusesNamesAndConfigThatWouldHurtOthers(t *testing.T) {
 		{"save in words", "c1", "version: '7.0.15'\nconfig: {save: every hour}", `save must be "" (no snapshots) or pairs of seconds and changes, such as 3600 1 300 100`},
 		{"keyspace events with an unknown class", "c1", "version: '7.0.15'\nconfig: {notify-keyspace-events: Exq}", `notify-keyspace-events must be "" or letters of KEg$lshzxetmdnA`},
 		{"output buffer limit of an unknown class", "c1", "version: '7.0.15'\nconfig: {client-output-buffer-limit: master 1mb 1mb 60}", `client-output-buffer-limit must be groups of class`},
+		{"a cpu limit with a huge exponent", "c1", "version: '7.0.15'\nresources: {limits: {cpu: 1e9999999999}}", `spec.resources.limits.cpu in body should match '^[0-9]{1,18}([.][0-9]{1,9})?([KMGTPE]i|[numkMGTPE])?$'`},
+		{"a memory request with a fractional exponent", "c1", "version: '7.0.15'\nresources: {requests: {memory: 1e.5}}", `spec.resources.requests.memory in body should match`},
+		{"a storage size with a huge negative exponent", "c1", "version: '7.0.15'\nstorage: {size: 1e-2147483647}", `storage.size must be a positive quantity such as 1Gi: a plain number with an optional suffix (Ki, Mi, Gi, Ti, ...), no exponent`},
+		{"a password key that is not a Secret key", "c1", "version: '7.0.15'\nauth: {secretRef: {name: pw, key: '{{'}}", `spec.auth.secretRef.key in body should match`},
+		{"a CA Secret that is not a name", "c1", "version: '7.0.15'\nbackup: {s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c, caSecret: 'BcMnnpjc:'}}", `spec.backup.s3.caSecret in body should match`},
+		{"an empty restore key", "c1", "version: '7.0.15'\nrestore: {key: '', s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `spec.restore.key in body should be at least 1 chars long`},
+		{"a restore key with a control character", "c1", "version: '7.0.15'\nrestore: {key: \"a\\u0000b\", s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `spec.restore.key in body should match`},
 		{"an operator-owned parameter", "c1", "version: '7.0.15'\nconfig: {replicaof: 'other 6379'}", `config key replicaof is managed by the operator and cannot be set in spec.config`},
 	}
 	for _, tt := range tests {
@@ -90,6 +97,9 @@ func TestAdmissionAcceptsWhatIsSafe(t *testing.T) {
 		{"maxmemory without a limit", "c1", "version: '7.0.15'\nconfig: {maxmemory: 16gb}"},
 		{"no snapshots", "c1", "version: '7.0.15'\nconfig: {save: '\"\"'}"},
 		{"snapshot pairs", "c1", "version: '7.0.15'\nconfig: {save: 3600 1 300 100}"},
+		{"a claim named with digits only", "c1", "version: '7.0.15'\nbackup: {pvc: {claimName: '8'}}"},
+		{"a password Secret named with digits only", "c1", "version: '7.0.15'\nauth: {secretRef: {name: '8', key: '1'}}"},
+		{"quantities as plain numbers", "c1", "version: '7.0.15'\nresources: {requests: {cpu: '0.5', memory: 1073741824}, limits: {cpu: 2, memory: 2Gi}}"},
 		{"an output buffer limit", "c1", "version: '7.0.15'\nconfig: {client-output-buffer-limit: replica 256mb 64mb 60 pubsub 32mb 8mb 60}"},
 	}
 	for _, tt := range tests {
