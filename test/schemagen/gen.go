@@ -25,8 +25,10 @@ type Generator struct {
 	// refuse (out of bounds, too long, wrong type, a required field left
 	// out), so that both sides of each rule are exercised.
 	Invalid float64
-	// Optional is the chance that an optional property is set.
+	// Optional is the chance that an optional property is set; Chance
+	// overrides it for the property at a path.
 	Optional float64
+	Chance   map[string]float64
 
 	patterns map[string]*compiled
 }
@@ -38,6 +40,7 @@ func New(seed uint64) *Generator {
 		Values:   map[string][]any{},
 		Keys:     map[string][]string{},
 		Skip:     map[string]bool{},
+		Chance:   map[string]float64{},
 		Invalid:  0.02,
 		Optional: 0.4,
 		patterns: map[string]*compiled{},
@@ -62,7 +65,7 @@ func (g *Generator) Object(crd *CRD, name, namespace string) map[string]any {
 		if k == "apiVersion" || k == "kind" || k == "metadata" || g.Skip[k] {
 			continue
 		}
-		if !slices.Contains(s.Required, k) && !g.chance(g.Optional) {
+		if !slices.Contains(s.Required, k) && !g.chance(g.optional(k)) {
 			continue
 		}
 		obj[k] = g.Value(s.Properties[k], k)
@@ -116,7 +119,7 @@ func (g *Generator) object(s *Schema, path string) map[string]any {
 		if required && g.chance(g.Invalid/2) {
 			continue // a required field left out
 		}
-		if !required && !g.chance(g.Optional) {
+		if !required && !g.chance(g.optional(p)) {
 			continue
 		}
 		out[k] = g.Value(s.Properties[k], p)
@@ -136,6 +139,13 @@ func (g *Generator) object(s *Schema, path string) map[string]any {
 		out["unknownField"+fmt.Sprint(g.r.IntN(10))] = g.trickyString()
 	}
 	return out
+}
+
+func (g *Generator) optional(path string) float64 {
+	if p, ok := g.Chance[path]; ok {
+		return p
+	}
+	return g.Optional
 }
 
 func (g *Generator) key(path string) string {
@@ -347,7 +357,7 @@ var quantities = []any{
 	"1Gi", "1e3", "0.5", "1e400", "9999999999999999999Ei", "100m", "1", "0",
 	"-1Gi", "1.5Gi", ".5", "5.", "+1Gi", "1e-3", "1E3", "1Ki", "512Mi", "2",
 	"123456789012345678901234567890", "0.000000001", "1e18", "8Ei", "1n",
-	"1u", "1e+400", "1e-400", "1m", "256Mi", "4", "0.1", "1Ti", "1k",
+	"1u", "1e+400", "1e-400", "1e-100000", "1e99999999999999999999", "1m", "256Mi", "4", "0.1", "1Ti", "1k",
 	"1Gb", "1 Gi", "", "lots",
 }
 
