@@ -151,14 +151,14 @@ type failures struct {
 // Redis parameters), so one problem is reported once.
 var mapKey = regexp.MustCompile(`\.(limits|requests|config)\..*$`)
 
-// add records a failure; detail starts with the field path ("spec.x: ...")
-// when it is known.
+// add records a failure; detail starts with the field path ("spec.x: ...",
+// "StatefulSet.spec.replicas: ...") when it is known.
 func (f *failures) add(kind, detail, input string) {
 	if f.byKey == nil {
 		f.byKey = map[string]*schemaFailure{}
 	}
 	field := ""
-	if i := strings.Index(detail, ": "); i > 0 && strings.HasPrefix(detail, "spec") {
+	if i := strings.Index(detail, ": "); i > 0 && !strings.Contains(detail[:i], " ") {
 		field = mapKey.ReplaceAllString(detail[:i], ".$1.*")
 	}
 	key := kind + "\x00" + field
@@ -345,6 +345,36 @@ func preApply(rd *renderer.Renderer, cc *cachev1alpha1.CacheCluster, caps render
 	return objs, nil, nil
 }
 
+// typedCheck converts each rendered object into its Go type, strictly, as
+// server-side apply types it: a value of the wrong type (a claim name
+// rendered as a number) or an unknown field is an error there that is
+// neither transient nor reported as Stalled, so the cluster would retry
+// forever.
+func typedCheck(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		typed, err := scheme.New(o.GroupVersionKind())
+		if err != nil {
+			continue // a kind the scheme does not know (e.g. ServiceMonitor)
+		}
+		err = kruntime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, typed, true)
+		if err == nil {
+			continue
+		}
+		// The converter does not name the field; encoding/json does.
+		field := o.GetKind()
+		if data, jerr := json.Marshal(o.Object); jerr == nil {
+			var ute *json.UnmarshalTypeError
+			if jerr := json.Unmarshal(data, typed); errors.As(jerr, &ute) {
+				field = fmt.Sprintf("%s.%s", o.GetKind(), ute.Field)
+				err = fmt.Errorf("rendered as a JSON %s, the type wants %s", ute.Value, ute.Type)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: %v (%s %s)", field, err, o.GetKind(), o.GetName()))
+	}
+	return out
+}
+
 // refusal is the API server's answer to a refused object, as a short key:
 // the fields it names, or its message.
 func refusal(err error) string {
@@ -457,6 +487,13 @@ func TestAdmittedCacheClustersDecodeAndRender(t *testing.T) {
 			failed++
 			bad.add("render", "rendered no objects and no error", input)
 		default:
+			if errs := typedCheck(objs); len(errs) > 0 {
+				failed++
+				for _, e := range errs {
+					bad.add("render (object not of its kind's type)", e, input)
+				}
+				continue
+			}
 			rendered++
 		}
 	}
@@ -720,6 +757,10 @@ func FuzzAdmittedCacheCluster(f *testing.F) {
 			t.Fatalf("rendered no objects and no error\n  spec as admitted: %s", compactJSON(u.Object["spec"]))
 		case st != nil && st.reason == "":
 			t.Fatalf("stalled without a reason: %s", st.message)
+		case st == nil:
+			if errs := typedCheck(objs); len(errs) > 0 {
+				t.Fatalf("%s\n  spec as admitted: %s", strings.Join(errs, "; "), compactJSON(u.Object["spec"]))
+			}
 		}
 	})
 }
