@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/backup"
@@ -402,6 +403,63 @@ func compactJSON(v any) string {
 	return string(b)
 }
 
+// propertyFailure is one way an admitted object breaks golden rule 0.
+type propertyFailure struct{ kind, detail string }
+
+// admittedResult is what the day-one controller would make of an admitted
+// object: rendered objects, a stall, or failures of the property.
+type admittedResult struct {
+	objs     []*unstructured.Unstructured
+	stall    *stall
+	failures []propertyFailure
+}
+
+// checkAdmitted checks golden rule 0 for an object the API server
+// admitted (as it returned it): it decodes as the informers decode it, and
+// the reconciler's pre-apply steps render it into objects of their kinds'
+// types or stall it with a reason, without a panic.
+func checkAdmitted(rd *renderer.Renderer, caps renderer.Capabilities, u *unstructured.Unstructured) admittedResult {
+	var res admittedResult
+	fail := func(kind string, details ...string) admittedResult {
+		for _, d := range details {
+			res.failures = append(res.failures, propertyFailure{kind, d})
+		}
+		return res
+	}
+	if c := costlyQuantities(u); len(c) > 0 {
+		return fail("decode (unbounded cost, not decoded here)", c...)
+	}
+	obj, err := decode(u)
+	if err != nil {
+		c := culprits(u)
+		if len(c) == 0 {
+			c = []string{err.Error()}
+		}
+		return fail("decode", c...)
+	}
+	cc, ok := obj.(*cachev1alpha1.CacheCluster)
+	if !ok {
+		return fail("decode", fmt.Sprintf("decoded into %T, not a CacheCluster", obj))
+	}
+	objs, st, panicked := preApply(rd, cc, caps)
+	switch {
+	case panicked != nil:
+		return fail("render (panic)", panicked.Error())
+	case st != nil && st.reason == "":
+		return fail("render", "stalled without a reason: "+st.message)
+	case st != nil:
+		res.stall = st
+		return res
+	case len(objs) == 0:
+		return fail("render", "rendered no objects and no error")
+	}
+	if errs := typedCheck(objs); len(errs) > 0 {
+		return fail("render (object not of its kind's type)", errs...)
+	}
+	res.objs = objs
+	return res
+}
+
 // Golden rule 0: anything the API server admits decodes into the Go types
 // (as the informers decode it), and renders or stalls with a reason: never
 // a decode error, never a panic. The objects come from the CRD's own schema
@@ -441,59 +499,23 @@ func TestAdmittedCacheClustersDecodeAndRender(t *testing.T) {
 		stored := compactJSON(u.Object["spec"])
 		input = fmt.Sprintf("name %q, spec as sent %s, as admitted %s", u.GetName(), input, stored)
 
-		if c := costlyQuantities(u); len(c) > 0 {
-			failed++
-			for _, d := range c {
-				bad.add("decode (unbounded cost, not decoded here)", d, input)
-			}
-			continue
-		}
-		obj, err := decode(u)
-		if err != nil {
-			failed++
-			c := culprits(u)
-			if len(c) == 0 {
-				c = []string{err.Error()}
-			}
-			for _, d := range c {
-				bad.add("decode", d, input)
-			}
-			continue
-		}
-		cc, ok := obj.(*cachev1alpha1.CacheCluster)
-		if !ok {
-			failed++
-			bad.add("decode", fmt.Sprintf("decoded into %T, not a CacheCluster", obj), input)
-			continue
-		}
-		objs, st, panicked := preApply(rd, cc, caps)
+		res := checkAdmitted(rd, caps, u)
 		switch {
-		case panicked != nil:
+		case len(res.failures) > 0:
 			failed++
-			bad.add("render (panic)", panicked.Error(), input)
-		case st != nil && st.reason == "":
-			failed++
-			bad.add("render", "stalled without a reason: "+st.message, input)
-		case st != nil:
+			for _, f := range res.failures {
+				bad.add(f.kind, f.detail, input)
+			}
+		case res.stall != nil:
 			stalled++
-			stalls[st.reason]++
-			if st.reason == cachev1alpha1.ReasonRenderFailed {
-				if renderErrs[st.message] == 0 {
-					renderInputs = append(renderInputs, st.message+"\n      "+input)
+			stalls[res.stall.reason]++
+			if res.stall.reason == cachev1alpha1.ReasonRenderFailed {
+				if renderErrs[res.stall.message] == 0 {
+					renderInputs = append(renderInputs, res.stall.message+"\n      "+input)
 				}
-				renderErrs[st.message]++
+				renderErrs[res.stall.message]++
 			}
-		case len(objs) == 0:
-			failed++
-			bad.add("render", "rendered no objects and no error", input)
 		default:
-			if errs := typedCheck(objs); len(errs) > 0 {
-				failed++
-				for _, e := range errs {
-					bad.add("render (object not of its kind's type)", e, input)
-				}
-				continue
-			}
 			rendered++
 		}
 	}
@@ -509,6 +531,63 @@ func TestAdmittedCacheClustersDecodeAndRender(t *testing.T) {
 	// The generator must keep exercising the operator, not only admission.
 	if admitted*100 < n*30 {
 		t.Errorf("only %d of %d generated objects were admitted (want at least 30%%): the generator no longer exercises the operator", admitted, n)
+	}
+}
+
+// The inputs the generator found, kept as a table so that each one's fate
+// is plain: refused at admission, or admitted and then decoded and rendered
+// or stalled. A case passes either way; it fails only while the input is
+// admitted and breaks the rule.
+func TestAdmittedKnownInputs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	caps := discoveryCapabilities(t)
+	rd, err := renderer.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, spec string }{
+		{"basic example", `{version: "7.0.15"}`},
+		{"maxAge in days", `{version: "7.0.15", backup: {retention: {maxAge: 7d}}}`},
+		{"maxAge ISO 8601", `{version: "7.0.15", backup: {retention: {maxAge: P7D}}}`},
+		{"maxAge not a duration", `{version: "7.0.15", backup: {retention: {maxAge: lots}}}`},
+		{"quantity with a fractional exponent", `{version: "7.0.15", resources: {limits: {cpu: "1e.5"}}}`},
+		{"quantity exponent beyond int64", `{version: "7.0.15", resources: {requests: {memory: "1e99999999999999999999"}}}`},
+		{"quantity exponent beyond int32", `{version: "7.0.15", resources: {limits: {memory: "1e2147483648"}}}`},
+		{"quantity with a huge negative exponent", `{version: "7.0.15", resources: {requests: {cpu: "1e-2147483647"}}}`},
+		{"secret name of digits", `{version: "7.0.15", auth: {secretRef: {name: "8"}}}`},
+		{"claim name of digits", `{version: "7.0.15", backup: {pvc: {claimName: "8"}}}`},
+		{"credentials secret named true", `{version: "7.0.15", backup: {autoRestore: true, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: "true"}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tt.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": cachev1alpha1.GroupVersion.String(), "kind": "CacheCluster",
+				"metadata": map[string]any{"name": "known", "namespace": ns},
+				"spec":     spec,
+			}}
+			if err := k8s.Create(ctx, u, client.DryRunAll); err != nil {
+				if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+					t.Fatalf("the API server failed (instead of admitting or refusing): %v", err)
+				}
+				t.Logf("refused at admission: %v", err)
+				return
+			}
+			res := checkAdmitted(rd, caps, u)
+			for _, f := range res.failures {
+				t.Errorf("admitted, and fails %s: %s", f.kind, f.detail)
+			}
+			switch {
+			case res.stall != nil:
+				t.Logf("admitted and Stalled %s: %s", res.stall.reason, res.stall.message)
+			case len(res.failures) == 0:
+				t.Logf("admitted and rendered %d objects", len(res.objs))
+			}
+		})
 	}
 }
 
@@ -741,26 +820,11 @@ func FuzzAdmittedCacheCluster(f *testing.F) {
 			}
 			return
 		}
-		if c := costlyQuantities(u); len(c) > 0 {
-			t.Fatalf("admitted but too costly to decode: %s", strings.Join(c, "; "))
-		}
-		obj, err := decode(u)
-		if err != nil {
-			t.Fatalf("admitted but undecodable: %s\n  spec as admitted: %s", strings.Join(culprits(u), "; "), compactJSON(u.Object["spec"]))
-		}
-		cc := obj.(*cachev1alpha1.CacheCluster)
-		objs, st, panicked := preApply(rd, cc, caps)
-		switch {
-		case panicked != nil:
-			t.Fatalf("%v\n  spec as admitted: %s", panicked, compactJSON(u.Object["spec"]))
-		case st == nil && len(objs) == 0:
-			t.Fatalf("rendered no objects and no error\n  spec as admitted: %s", compactJSON(u.Object["spec"]))
-		case st != nil && st.reason == "":
-			t.Fatalf("stalled without a reason: %s", st.message)
-		case st == nil:
-			if errs := typedCheck(objs); len(errs) > 0 {
-				t.Fatalf("%s\n  spec as admitted: %s", strings.Join(errs, "; "), compactJSON(u.Object["spec"]))
+		if res := checkAdmitted(rd, caps, u); len(res.failures) > 0 {
+			for _, f := range res.failures {
+				t.Errorf("admitted object fails %s: %s", f.kind, f.detail)
 			}
+			t.Fatalf("spec as admitted: %s", compactJSON(u.Object["spec"]))
 		}
 	})
 }
