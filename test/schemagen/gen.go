@@ -14,8 +14,11 @@ import (
 type Generator struct {
 	r *rand.Rand
 	// Values adds candidate values for the field at a path: "spec.backup.schedule";
-	// a map's values are "<map path>.*", an array's items "<array path>[]".
-	Values map[string][]any
+	// a map's values are "<map path>.<key>" or, for every key,
+	// "<map path>.*"; an array's items "<array path>[]". A candidate is
+	// taken half of the time, or as ValuesChance says for the path.
+	Values       map[string][]any
+	ValuesChance map[string]float64
 	// Keys adds candidate keys for the map at a path, e.g. "spec.config".
 	Keys map[string][]string
 	// Skip lists paths that are never generated (e.g. "status", which a
@@ -36,14 +39,15 @@ type Generator struct {
 // New returns a generator for a seed.
 func New(seed uint64) *Generator {
 	return &Generator{
-		r:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		Values:   map[string][]any{},
-		Keys:     map[string][]string{},
-		Skip:     map[string]bool{},
-		Chance:   map[string]float64{},
-		Invalid:  0.02,
-		Optional: 0.4,
-		patterns: map[string]*compiled{},
+		r:            rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		Values:       map[string][]any{},
+		ValuesChance: map[string]float64{},
+		Keys:         map[string][]string{},
+		Skip:         map[string]bool{},
+		Chance:       map[string]float64{},
+		Invalid:      0.02,
+		Optional:     0.4,
+		patterns:     map[string]*compiled{},
 	}
 }
 
@@ -75,7 +79,11 @@ func (g *Generator) Object(crd *CRD, name, namespace string) map[string]any {
 
 // Value makes a value for the schema at path.
 func (g *Generator) Value(s *Schema, path string) any {
-	if extra := g.Values[path]; len(extra) > 0 && g.chance(0.5) {
+	p := 0.5
+	if c, ok := g.ValuesChance[path]; ok {
+		p = c
+	}
+	if extra := g.Values[path]; len(extra) > 0 && g.chance(p) {
 		return extra[g.r.IntN(len(extra))]
 	}
 	if s.IntOrString {
@@ -131,7 +139,11 @@ func (g *Generator) object(s *Schema, path string) map[string]any {
 		}
 		for range n {
 			k := g.key(path)
-			out[k] = g.Value(ap, path+".*")
+			vp := path + "." + k
+			if _, ok := g.Values[vp]; !ok {
+				vp = path + ".*"
+			}
+			out[k] = g.Value(ap, vp)
 		}
 	}
 	if len(s.Properties) > 0 && g.chance(g.Invalid/2) {
