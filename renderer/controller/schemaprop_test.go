@@ -35,7 +35,8 @@ import (
 
 // The schema property tests replay with the same objects for the same seed:
 // go test ./renderer/controller/ -run TestAdmitted -schemaprop.seed=7
-// (or SCHEMAPROP_SEED=7); -schemaprop.n (SCHEMAPROP_N) sets how many.
+// (or SCHEMAPROP_SEED=7); -schemaprop.n (SCHEMAPROP_N) sets how many, and
+// SCHEMAPROP_DEBUG=1 logs every refusal.
 var (
 	schemaSeedFlag = flag.Uint64("schemaprop.seed", 0, "seed of the schema property tests (default 1, or $SCHEMAPROP_SEED)")
 	schemaNFlag    = flag.Int("schemaprop.n", 0, "objects the schema property test generates (default 600, or $SCHEMAPROP_N)")
@@ -96,11 +97,7 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 		"*/0 * * * *", "0 0 30 2 *", "61 * * * *", "59-0 * * * *", "0 0 0 0 0", "@reboot", "@", "@yearly",
 		"TZ=Mars/Olympus 0 3 * * *", "CRON_TZ=UTC 0 3 * * *", "*/5 * * * *", "0 3 * * MON-FRI", "0 3 L * *", "? ? ? ? ?",
 	}
-	g.Keys["spec.config"] = []string{
-		"maxmemory", "maxmemory-policy", "appendonly", "save", "timeout", "databases", "io-threads", "hz",
-		"tcp-keepalive", "loglevel", "maxclients", "lazyfree-lazy-eviction", "notify-keyspace-events", "requirepass", "port",
-	}
-	g.Values["spec.config.*"] = []any{"256mb", "allkeys-lru", "yes", "no", "900 1 300 10", "lots", "16gb", "-1", "0", "", "delete-everything", "{{ .Release.Name }}"}
+	configValues(g)
 	for _, p := range []string{"spec.resources.limits", "spec.resources.requests"} {
 		g.Keys[p] = []string{"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "example.com/gpu", "memory"}
 		// Quantities whose decimal exponent makes resource.ParseQuantity
@@ -112,6 +109,41 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 	return g
 }
 
+// configValues steers spec.config towards the parameters admission
+// accepts (api/v1alpha1's allow-list), with values of each one's kind, in
+// range and just outside, and a few parameters it refuses.
+func configValues(g *schemagen.Generator) {
+	keys := []string{"requirepass", "port", "loadmodule", "Maxmemory"}
+	for k, kind := range cachev1alpha1.ConfigParameters {
+		keys = append(keys, k)
+		var valid, invalid []any
+		switch kind {
+		case cachev1alpha1.ConfigMemory:
+			valid, invalid = []any{"100mb", "1gb", "1048576", "0", "64MB"}, []any{"16gb", "1.5gb", "lots", "-1"}
+		case cachev1alpha1.ConfigBool:
+			valid, invalid = []any{"yes", "no"}, []any{"YES", "true", ""}
+		case cachev1alpha1.ConfigInt:
+			r := cachev1alpha1.ConfigRanges[k]
+			valid = []any{fmt.Sprint(r[0]), fmt.Sprint(r[1]), fmt.Sprint((r[0] + r[1]) / 2)}
+			invalid = []any{fmt.Sprint(r[1] + 1), fmt.Sprint(r[0] - 1), "7d", "0x10"}
+		case cachev1alpha1.ConfigEnum:
+			for _, e := range cachev1alpha1.ConfigEnums[k] {
+				valid = append(valid, e)
+			}
+			invalid = []any{"delete-everything", ""}
+		default:
+			valid, invalid = []any{"900 1 300 10", `""`, "KEA", "3600 1"}, []any{"normal 0 0 0", "5%", "lots", "{{ .Release.Name }}"}
+		}
+		// Valid values three times as often: an object is admitted only
+		// if every parameter is.
+		vals := append(append(append(append([]any{}, valid...), valid...), valid...), invalid...)
+		g.Values["spec.config."+k] = vals
+		g.ValuesChance["spec.config."+k] = 0.9
+	}
+	sort.Strings(keys)
+	g.Keys["spec.config"] = keys
+}
+
 // objectName is a name the API server may accept for a custom resource
 // (a DNS subdomain), mostly short and plain, sometimes with dots, a leading
 // digit, or long, since derived names (Services, pod labels) have tighter
@@ -120,15 +152,15 @@ func objectName(g *schemagen.Generator, i int) string {
 	r := g.Rand()
 	base := fmt.Sprintf("c%d", i)
 	switch x := r.IntN(100); {
-	case x < 6:
+	case x < 3:
 		return base + ".team.example"
-	case x < 10:
+	case x < 5:
 		return fmt.Sprintf("%d-c", i)
-	case x < 14:
+	case x < 7:
 		return base + "-" + strings.Repeat("n", 62-len(base)) // 63 characters
-	case x < 16:
+	case x < 8:
 		return base + "-" + strings.Repeat("l", 200)
-	case x < 18:
+	case x < 9:
 		return "C" + base // refused: upper case
 	}
 	return base
@@ -218,13 +250,30 @@ func (c counter) top(n int) string {
 // serializer through a codec factory.
 var decoder = serializer.NewCodecFactory(scheme).UniversalDeserializer()
 
+// decode decodes an object as the informers do. An object that does not
+// match the types decodes with its metadata only and DecodeError set (so
+// that one bad object does not stop the informer); for an object the API
+// server admitted under today's CRD that is a failure all the same.
 func decode(u *unstructured.Unstructured) (kruntime.Object, error) {
 	data, err := json.Marshal(u.Object)
 	if err != nil {
 		return nil, err
 	}
 	obj, _, err := decoder.Decode(data, nil, nil)
-	return obj, err
+	if err != nil {
+		return nil, err
+	}
+	switch o := obj.(type) {
+	case *cachev1alpha1.CacheCluster:
+		if o.DecodeError != "" {
+			return nil, errors.New(o.DecodeError)
+		}
+	case *cachev1alpha1.CacheBackup:
+		if o.DecodeError != "" {
+			return nil, errors.New(o.DecodeError)
+		}
+	}
+	return obj, nil
 }
 
 // culprits names the fields that fail to decode on their own: each leaf of
@@ -441,6 +490,12 @@ func checkAdmitted(rd *renderer.Renderer, caps renderer.Capabilities, u *unstruc
 	if !ok {
 		return fail("decode", fmt.Sprintf("decoded into %T, not a CacheCluster", obj))
 	}
+	if r := cc.Spec.Backup.Retention; r != nil && r.MaxAge != nil {
+		// Day-two's retention parses it; an admitted value never fails.
+		if _, err := r.MaxAge.Parse(); err != nil {
+			return fail("parse", fmt.Sprintf("spec.backup.retention.maxAge: %q: %v", string(*r.MaxAge), err))
+		}
+	}
 	objs, st, panicked := preApply(rd, cc, caps)
 	switch {
 	case panicked != nil:
@@ -492,6 +547,9 @@ func TestAdmittedCacheClustersDecodeAndRender(t *testing.T) {
 				t.Fatalf("the API server failed (instead of admitting or refusing) %s %s: %v\n  spec: %s", sent.GetKind(), sent.GetName(), err, input)
 			}
 			rejected[refusal(err)]++
+			if os.Getenv("SCHEMAPROP_DEBUG") != "" {
+				t.Logf("refused: %v", err)
+			}
 			continue
 		}
 		admitted++
