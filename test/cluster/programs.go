@@ -75,6 +75,10 @@ func stagePrograms(images []Image, stateDir string) ([]Image, string, error) {
 	return out, dir, nil
 }
 
+// sharedProgramParent holds the copies when the state folder is private;
+// a variable for tests.
+var sharedProgramParent = "/var/tmp"
+
 // programDir creates the folder copies go to, readable and searchable by
 // everyone along its whole path.
 func programDir(stateDir, program string) (string, error) {
@@ -88,7 +92,7 @@ func programDir(stateDir, program string) (string, error) {
 		}
 		return dir, os.Chmod(dir, 0o755) // whatever the umask
 	}
-	const shared = "/var/tmp"
+	shared := sharedProgramParent
 	if err := searchableByOthers(shared); err != nil {
 		return "", fmt.Errorf("cluster: non-root containers cannot run %s (%v), and there is no folder to copy it to that they can reach: neither the state folder %s (%v) nor %s (%v); make one of them searchable by other users (chmod o+x)",
 			program, runnableByOthers(program), stateDir, searchableByOthers(stateDir), shared, err)

@@ -104,3 +104,21 @@ func TestStageProgramsCopiesNothingWhenEveryoneCanRunIt(t *testing.T) {
 		t.Errorf("entrypoints %s, %s changed", got[0].Entrypoint, got[len(got)-1].Entrypoint)
 	}
 }
+
+func TestStageProgramsRefusesWhenNoFolderIsReachable(t *testing.T) {
+	program := privateProgram(t)
+	stateDir, shared := t.TempDir(), t.TempDir() // both 0700
+	defer func(old string) { sharedProgramParent = old }(sharedProgramParent)
+	sharedProgramParent = shared
+	_, dir, err := stagePrograms([]Image{OperatorImage(program)}, stateDir)
+	if err == nil {
+		os.RemoveAll(dir)
+		t.Fatal("stagePrograms succeeded without a folder other users can reach")
+	}
+	t.Log(err)
+	for _, want := range []string{program, "state folder " + stateDir, shared, "chmod o+x"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
