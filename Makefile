@@ -33,8 +33,12 @@ vet: ## go vet (including the end-to-end suite).
 	go vet ./...
 	go vet -tags e2e ./test/...
 
+.PHONY: verify-files
+verify-files: ## Fail when git tracks an executable that is not a script or a file over 1 MiB (allow-list: hack/tracked-files-allowed.txt).
+	@hack/check-tracked-files.sh
+
 .PHONY: verify
-verify: generate ## Fail when generated files are stale, code is not gofmt-clean or go.mod is untidy.
+verify: verify-files generate ## Fail when generated files are stale, code is not gofmt-clean, go.mod is untidy or a tracked file is a build output.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
 	@git diff --exit-code -- api charts || { echo "generated files are stale: run make generate and commit"; exit 1; }

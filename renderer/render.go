@@ -143,8 +143,16 @@ func (r *Renderer) Render(cc *cachev1alpha1.CacheCluster, caps Capabilities) ([]
 	return r.RenderValues(values, caps)
 }
 
+// ReleaseName is the Helm release the renderer renders: the objects equal
+// what `helm template cachecluster charts/cachecluster --namespace
+// NAMESPACE -f values.yaml` prints, NAMESPACE being the values' namespace.
+// The chart's templates read neither the release name nor its namespace
+// today; fixing both keeps the equality exact if one ever does.
+const ReleaseName = "cachecluster"
+
 // RenderValues renders the chart with the given values, as `helm template
-// charts/cachecluster -f values.yaml` would.
+// cachecluster charts/cachecluster --namespace NAMESPACE -f values.yaml`
+// would (see ReleaseName).
 func (r *Renderer) RenderValues(values map[string]any, caps Capabilities) ([]*unstructured.Unstructured, error) {
 	// A values file passes through YAML before Helm sees it; doing the same
 	// here gives templates the same types (numbers as float64) and so the
@@ -175,7 +183,8 @@ func (r *Renderer) render(valuesYAML []byte, caps Capabilities) ([]*unstructured
 	if err != nil {
 		return nil, err
 	}
-	renderVals, err := chartutil.ToRenderValues(r.chart, vals.AsMap(), chartutil.ReleaseOptions{Name: "cachecluster", IsInstall: true}, helmCaps)
+	namespace, _ := vals["namespace"].(string)
+	renderVals, err := chartutil.ToRenderValues(r.chart, vals.AsMap(), chartutil.ReleaseOptions{Name: ReleaseName, Namespace: namespace, IsInstall: true}, helmCaps)
 	if err != nil {
 		return nil, fmt.Errorf("chart values: %w", err)
 	}
@@ -199,7 +208,10 @@ func (r *Renderer) render(valuesYAML []byte, caps Capabilities) ([]*unstructured
 
 	objs := make([]*unstructured.Unstructured, 0, len(manifests))
 	for _, m := range manifests {
-		data, err := yaml.YAMLToJSON([]byte(m.Content))
+		// SortManifests trims each document, which takes the line break
+		// off a block scalar that ends it (redis.conf). helm template
+		// prints every document followed by a line break; decode that.
+		data, err := yaml.YAMLToJSON([]byte(m.Content + "\n"))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.Name, err)
 		}

@@ -9,15 +9,18 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cacheops/cacheops/renderer"
+	"github.com/cacheops/cacheops/test/manifests"
 )
 
 // `kubectl cache render` prints what helm template prints for the values it
-// derives, for every example: the same objects the operator applies.
+// derives, for every example: the same objects the operator applies. The
+// comparison is strict: both streams are read the way kubectl apply -f reads
+// them (no trimming, YAML 1.1 scalars), and every object must be equal to
+// the byte in every string, for the release name and namespace the renderer
+// renders.
 func TestRenderEqualsHelmTemplate(t *testing.T) {
 	helm := os.Getenv("HELM_BIN")
 	if helm == "" {
@@ -27,56 +30,86 @@ func TestRenderEqualsHelmTemplate(t *testing.T) {
 		t.Fatalf("the helm CLI built by `make tools` is needed: %v", err)
 	}
 	examples, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
-	for _, ex := range examples {
+	// The examples render no backup-store; this one does (a claim target,
+	// and a restore from another claim).
+	claims := filepath.Join(t.TempDir(), "claims.yaml")
+	if err := os.WriteFile(claims, []byte(claimsCluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range append(examples, claims) {
 		t.Run(filepath.Base(ex), func(t *testing.T) {
 			g := NewWithT(t)
 			var ours, values bytes.Buffer
 			g.Expect(run([]string{"render", "-f", ex}, nil, &ours)).To(Succeed())
 			g.Expect(run([]string{"render", "-f", ex, "--values"}, nil, &values)).To(Succeed())
+			var vals struct {
+				Namespace string `json:"namespace"`
+			}
+			g.Expect(yaml.Unmarshal(values.Bytes(), &vals)).To(Succeed())
+			g.Expect(vals.Namespace).NotTo(BeEmpty())
 			valuesFile := filepath.Join(t.TempDir(), "values.yaml")
 			g.Expect(os.WriteFile(valuesFile, values.Bytes(), 0o644)).To(Succeed())
-			out, err := exec.Command(helm, "template", filepath.Join("..", "..", "charts", "cachecluster"), "-f", valuesFile).CombinedOutput()
-			g.Expect(err).NotTo(HaveOccurred(), string(out))
-			g.Expect(normalize(t, string(out))).To(Equal(normalize(t, ours.String())))
+			var stderr bytes.Buffer
+			cmd := exec.Command(helm, "template", renderer.ReleaseName, filepath.Join("..", "..", "charts", "cachecluster"),
+				"--namespace", vals.Namespace, "-f", valuesFile)
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			g.Expect(err).NotTo(HaveOccurred(), stderr.String())
+
+			want := decodeStream(t, out)
+			g.Expect(want).NotTo(BeEmpty())
+			expectSameObjects(t, "helm template", want, "kubectl cache render", decodeStream(t, ours.Bytes()))
+
+			// The objects the operator applies, before any printing.
+			data, err := os.ReadFile(ex)
+			g.Expect(err).NotTo(HaveOccurred())
+			clusters, err := decodeCacheClusters(data)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(clusters).To(HaveLen(1))
+			objs, err := renderer.Render(clusters[0], renderer.DefaultCapabilities())
+			g.Expect(err).NotTo(HaveOccurred())
+			applied, err := manifests.FromUnstructured(objs)
+			g.Expect(err).NotTo(HaveOccurred())
+			expectSameObjects(t, "helm template", want, "renderer.Render", applied)
 		})
 	}
+}
+
+const claimsCluster = `apiVersion: cache.cacheops.io/v1alpha1
+kind: CacheCluster
+metadata: {name: claims, namespace: team-b}
+spec:
+  version: "7.0.15"
+  config: {maxmemory: 100mb}
+  backup:
+    autoRestore: true
+    pvc: {claimName: cache-backups, prefix: prod/}
+  restore:
+    key: prod/team-b/old/old-1.rdb
+    pvc: {claimName: other-backups}
+`
+
+// expectSameObjects fails with every difference between the two sides.
+func expectSameObjects(t *testing.T, wantName string, want []map[string]any, gotName string, got []map[string]any) {
+	t.Helper()
+	for _, d := range manifests.Diff(wantName, want, gotName, got) {
+		t.Error(d)
+	}
+}
+
+// decodeStream is manifests.Decode, failing the test on an error.
+func decodeStream(t *testing.T, stream []byte) []map[string]any {
+	t.Helper()
+	objs, err := manifests.Decode(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 func TestRenderWithoutCacheClusterFails(t *testing.T) {
 	err := run([]string{"render", "-f", "-"}, strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), &bytes.Buffer{})
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("holds no CacheCluster")))
-}
-
-// normalize parses a YAML stream into objects in install order and encodes
-// them again, so comments and document order do not matter.
-func normalize(t *testing.T, stream string) string {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, doc := range releaseutil.SplitManifests(stream) {
-		js, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(js) == "null" {
-			continue
-		}
-		o := &unstructured.Unstructured{}
-		if err := o.UnmarshalJSON(js); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, o)
-	}
-	renderer.SortInstallOrder(objs)
-	var b strings.Builder
-	for _, o := range objs {
-		data, err := yaml.Marshal(o.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString("---\n")
-		b.Write(data)
-	}
-	return b.String()
 }
 
 func TestRenderRejectsMisspeltFields(t *testing.T) {

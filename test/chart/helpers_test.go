@@ -118,7 +118,10 @@ func tryRender(c *chart.Chart, release, namespace, valuesYAML string) (rendered,
 	for _, m := range manifests {
 		out.size += len(m.Content)
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(m.Content), &obj.Object); err != nil {
+		// SortManifests trims each document, which takes the line break
+		// off a block scalar that ends it (the dashboard JSON); helm
+		// template prints every document followed by one.
+		if err := yaml.Unmarshal([]byte(m.Content+"\n"), &obj.Object); err != nil {
 			return rendered{}, fmt.Errorf("%s: %w", m.Name, err)
 		}
 		if err := checkTyped(obj); err != nil {

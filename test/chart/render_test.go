@@ -1,8 +1,12 @@
 package chart
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/test/manifests"
 )
 
 // allOptions turns on every optional object of the chart.
@@ -23,6 +28,50 @@ serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 grafanaDashboard: {enabled: true}
 `
+
+// renderChart is exactly what `helm template` prints for the same release,
+// namespace and values, compared object by object and string by string (the
+// install tests apply renderChart's objects as users apply helm's).
+func TestRenderChartEqualsHelmTemplate(t *testing.T) {
+	helm := os.Getenv("HELM_BIN")
+	if helm == "" {
+		helm = filepath.Join(repoRoot(), "bin", "helm")
+	}
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("the helm CLI built by `make tools` is needed (HELM_BIN): %v", err)
+	}
+	for _, tc := range []struct{ name, values string }{
+		{"default values", ""},
+		{"every optional object", allOptions},
+		{"listed namespaces", "watchNamespaces: [team-a, team-b]\nmanager: {extraArgs: [--zap-devel]}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := renderChart(t, defaultRelease, defaultNamespace, tc.values)
+			valuesFile := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(valuesFile, []byte(tc.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd := exec.Command(helm, "template", defaultRelease, chartDir(), "--namespace", defaultNamespace, "-f", valuesFile)
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, stderr.String())
+			}
+			want, err := manifests.Decode(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := manifests.FromUnstructured(r.objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range manifests.Diff("helm template", want, "renderChart", got) {
+				t.Error(d)
+			}
+		})
+	}
+}
 
 func TestChartDefaults(t *testing.T) {
 	r := renderChart(t, defaultRelease, defaultNamespace, "")

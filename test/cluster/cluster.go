@@ -42,7 +42,10 @@ type Cluster struct {
 	api       *apiAccess
 	net       *network
 	podLogDir string
-	cancel    context.CancelFunc
+	// programDir holds copies of image programs that non-root containers
+	// could not reach where they are (see stagePrograms); removed by Stop.
+	programDir string
+	cancel     context.CancelFunc
 
 	mu    sync.Mutex
 	nodes map[string]*processNode
@@ -87,6 +90,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	fail := func(err error) (*Cluster, error) {
 		c.Stop()
 		return nil, err
+	}
+	if c.opts.Images, c.programDir, err = stagePrograms(o.Images, o.Dir); err != nil {
+		return fail(err)
 	}
 	// The nodes report every pod's status through this client; client-go's
 	// default rate limit (5 per second) would delay them by seconds.
@@ -145,7 +151,8 @@ func (c *Cluster) Gateway() string {
 func (c *Cluster) RestartAPIServer() error { return c.cp.restartAPIServer() }
 
 // Stop stops everything the cluster started: pods' processes, nodes, the
-// provisioner, the control plane, the pod network.
+// provisioner, the control plane, the pod network; and removes the copies
+// of image programs Start made.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	nodes := make([]*processNode, 0, len(c.nodes))
@@ -169,6 +176,9 @@ func (c *Cluster) Stop() {
 	c.cp.stop()
 	if c.net != nil {
 		c.net.close()
+	}
+	if c.programDir != "" {
+		_ = os.RemoveAll(c.programDir)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -65,21 +67,45 @@ func (p *provider) GetContainerLogs(_ context.Context, ns, pod, name string, opt
 		return nil, err
 	}
 	if opts.Tail > 0 {
-		var lines [][]byte
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines = append(lines, append([]byte(nil), sc.Bytes()...))
-		}
-		if len(lines) > opts.Tail {
-			lines = lines[len(lines)-opts.Tail:]
-		}
-		data = append(bytes.Join(lines, []byte("\n")), '\n')
+		data = tail(data, opts.Tail)
 	}
 	if opts.LimitBytes > 0 && len(data) > opts.LimitBytes {
 		data = data[:opts.LimitBytes]
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// podLogFile is where a container's log is kept: NAMESPACE_POD_CONTAINER.log.
+func podLogFile(dir, namespace, pod, container string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s_%s_%s.log", namespace, pod, container))
+}
+
+// tail returns the last n lines of a log.
+func tail(data []byte, n int) []byte {
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return append(bytes.Join(lines, []byte("\n")), '\n')
+}
+
+// PodLogTail returns the last lines of a container's log, every run of it
+// (restarts append), as kept in PodLogDir. Tests put it in the message of a
+// wait that failed: a container that never got ready says why there.
+func (c *Cluster) PodLogTail(namespace, pod, container string, lines int) (string, error) {
+	data, err := os.ReadFile(podLogFile(c.podLogDir, namespace, pod, container))
+	if err != nil {
+		return "", err
+	}
+	if len(data) == 0 {
+		return "", nil
+	}
+	return string(tail(data, lines)), nil
 }
 
 // RunInContainer serves `kubectl exec`: the command runs in the container's

@@ -123,5 +123,10 @@ func podInit(specFile string) error {
 	// Changing credentials clears the parent-death signal; set it again so
 	// the container dies with the node process that started it.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
-	return syscall.Exec(s.Path, append([]string{s.Path}, s.Args...), s.Env)
+	err = syscall.Exec(s.Path, append([]string{s.Path}, s.Args...), s.Env)
+	uid := "root"
+	if s.UID != nil {
+		uid = fmt.Sprintf("uid %d", *s.UID)
+	}
+	return fmt.Errorf("exec %s as %s: %w", s.Path, uid, err)
 }

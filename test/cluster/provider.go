@@ -527,7 +527,7 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 	if err := os.WriteFile(specFile, data, 0o600); err != nil {
 		return err
 	}
-	logPath := filepath.Join(p.logDir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.spec.Name))
+	logPath := podLogFile(p.logDir, pod.Namespace, pod.Name, c.spec.Name)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

@@ -213,7 +213,7 @@ func TestBackupAndRestore(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(dr), live)).To(Succeed())
 		g.Expect(live.Status.ReadyReplicas).To(BeEquivalentTo(4))
 		g.Expect(live.Status.Operation).To(BeNil())
-	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), notReadyPods(ns, "the fourth pod of dr never became ready"))
 	_, lost = fromBucket.Verify(g)
 	g.Expect(lost).To(BeEmpty())
 }

@@ -51,7 +51,7 @@ func waitRunning(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.CacheC
 		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
 		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeTrue())
 		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed(), notReadyPods(cc.Namespace, "CacheCluster "+cc.Name+" never became Running and Ready"))
 	return got
 }
 

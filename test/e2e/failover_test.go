@@ -261,7 +261,7 @@ func waitReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.Ca
 		info, err := rc.Info(context.Background(), "replication").Result()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(info).To(ContainSubstring(fmt.Sprintf("connected_slaves:%d", len(got.Status.Nodes)-1)))
-	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	}, limits.ClusterReady, limits.Poll).Should(Succeed(), notReadyPods(cc.Namespace, "CacheCluster "+cc.Name+" never replicated"))
 	return got
 }
 

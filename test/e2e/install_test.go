@@ -57,7 +57,7 @@ func TestChartRunsTheOperatorInTheCluster(t *testing.T) {
 		d := &appsv1.Deployment{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: system, Name: release + "-manager"}, d)).To(Succeed())
 		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
-	}, limits.PodRestart, limits.Poll).Should(Succeed(), "the manager Deployment becomes available")
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), notReadyPods(system, "the manager Deployment never became available"))
 	pods := &corev1.PodList{}
 	g.Expect(k8s.List(ctx, pods, client.InNamespace(system))).To(Succeed())
 	g.Expect(pods.Items).To(HaveLen(1))
