@@ -287,7 +287,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Capabilities = NewDiscoveryCapabilities(dc, 5*time.Minute)
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder(ControllerName)
+		r.Recorder = boundedRecorder{mgr.GetEventRecorder(ControllerName)}
 	}
 	if r.Client == nil {
 		r.Client = mgr.GetClient()

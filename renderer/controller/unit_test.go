@@ -3,7 +3,9 @@ package controller
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -122,4 +124,14 @@ func TestIsSubset(t *testing.T) {
 			NewWithT(t).Expect(isSubset(tt.want, tt.got, "")).To(Equal(tt.wantOK))
 		})
 	}
+}
+
+func TestEventNotesFitAnEvent(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(boundNote("short")).To(Equal("short"))
+	long := strings.Repeat("é", 600) // 1200 bytes
+	got := boundNote(long)
+	g.Expect(len(got)).To(BeNumerically("<=", maxEventNote))
+	g.Expect(utf8.ValidString(got)).To(BeTrue())
+	g.Expect(got).To(HaveSuffix(" …"))
 }
