@@ -213,6 +213,10 @@ func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 		}
 		return err
 	}
+	if cb.DecodeError != "" {
+		return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
+			"spec.restore.backup: CacheBackup %s cannot be read: %s", rs.Backup, cb.DecodeError)}
+	}
 	if cb.Status.Phase != cachev1alpha1.BackupCompleted || cb.Status.Location == nil {
 		return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
 			"spec.restore.backup: CacheBackup %s is %s, not Completed; the cluster starts when it completes", rs.Backup, orPending(cb.Status.Phase))}
