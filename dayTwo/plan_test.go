@@ -219,16 +219,61 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionUnlabel, Pod: "c-0"},
 		},
 		{
-			name: "failover step 2: promote",
+			name: "failover step 2: the other replicas follow the target before it is promoted",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
 				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
 			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			name: "failover step 2: a replica holding more than the target becomes the target instead of following it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 115, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "failover step 2: with the old master back the offsets move; the target stays, the others are detached",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 120, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 125, 10),
+			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			name: "failover step 3: promote once no other replica follows the old master",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 100, 10),
+			}},
 			want: Action{Type: ActionPromote, Pod: "c-1"},
 		},
 		{
-			name: "failover step 3: label the new master",
+			name: "failover step 3: the old master answering before the promotion is left to the target, which keeps what it acknowledges",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 130, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 130, 10),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-1"},
+		},
+		{
+			name: "failover step 4: the old master answering after the promotion is fenced before the new master gets traffic",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "master", "", "replica", 120, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 120, 10),
+			}},
+			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
+		},
+		{
+			name: "failover step 5: label the new master",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "replica", 110, 10),
@@ -237,7 +282,7 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionLabelMaster, Pod: "c-1"},
 		},
 		{
-			name: "failover step 4: repoint the other replicas",
+			name: "failover step 6: repoint the replicas that follow anything else",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "master", 110, 10),
@@ -255,7 +300,7 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
 		},
 		{
-			name: "failover step 5: complete",
+			name: "failover step 7: complete",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "master", 110, 10),
@@ -312,4 +357,5 @@ func TestParseInfo(t *testing.T) {
 	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_repl_offset:99\r\n", &m)
 	g.Expect(m.Offset).To(Equal(int64(99)))
 	g.Expect(m.ConnectedReplicas).To(Equal(2))
+
 }
