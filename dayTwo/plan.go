@@ -281,6 +281,21 @@ func Plan(s Snapshot) Action {
 		}
 	}
 
+	// A master that restarted in place must never become the source of a
+	// replica that holds writes it lacks: resynchronising from it, the
+	// replica would drop them. Fail over to the replica with the most
+	// history instead.
+	if master.Obs.Role == "master" {
+		for _, p := range sortedPods(s) {
+			if why := lacksHistory(master, p); why != "" {
+				if s.AutoFailover {
+					return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: fmt.Sprintf("master %s restarted with less history than %s: %s", master.Name, p.Name, why)}
+				}
+				return Action{Type: ActionWait, Pod: master.Name, Reason: fmt.Sprintf("master %s restarted with less history than %s (%s); automatic failover is off", master.Name, p.Name, why)}
+			}
+		}
+	}
+
 	// Never two master labels: take it off every other pod first, before
 	// anything is promoted.
 	for _, p := range s.Pods {
@@ -323,6 +338,35 @@ func converge(s Snapshot, master PodState) Action {
 		}
 	}
 	return Action{Type: ActionNone}
+}
+
+// lacksHistory says why the master m lacks writes that the replica p,
+// not in sync with it, holds; "" when it does not (or cannot be told).
+//   - Same history (replication ID), p further along: m restarted from a
+//     shorter copy of its own history.
+//   - Unrelated histories (p's ID is neither m's nor the one m continued
+//     from), p following m and holding data, and m's run younger than p's
+//     lost link: m restarted in place with a new history after p last
+//     heard from it. m cannot prove it holds p's writes, and a full
+//     resynchronisation from m would replace them.
+//
+// A replica whose history m continued (m's second ID) but went further
+// is not counted: that is an old master fenced after a failover, whose
+// extra writes no replica acknowledged.
+func lacksHistory(m, p PodState) string {
+	if p.Name == m.Name || !healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
+		return ""
+	}
+	switch {
+	case p.Obs.ReplID == m.Obs.ReplID:
+		if p.Obs.Offset > m.Obs.Offset {
+			return fmt.Sprintf("offset %d > %d on the same replication ID", p.Obs.Offset, m.Obs.Offset)
+		}
+	case p.Obs.ReplID == m.Obs.ReplID2:
+	case p.Obs.MasterHost == m.IP && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
+		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
+	}
+	return ""
 }
 
 // planBootstrap chooses the first master: the reachable pod with the most
