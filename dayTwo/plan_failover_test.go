@@ -228,3 +228,70 @@ func TestFailoverOrderLeavesOnlyTheTargetToAcknowledge(t *testing.T) {
 		}
 	}
 }
+
+// canAcknowledge lists the Redis masters with a replica attached.
+func canAcknowledge(s Snapshot) []string {
+	var out []string
+	for _, m := range s.Pods {
+		if m.Obs.Role != "master" {
+			continue
+		}
+		for _, p := range s.Pods {
+			if p.Name != m.Name && p.Obs.Role == "slave" && p.Obs.MasterHost == m.IP {
+				out = append(out, m.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestSwitchoverLeavesOneAcknowledger plays requested switchovers and the
+// one of a scale-down: at every step at most one pod can acknowledge a
+// write; from Redis FAILOVER on, it is the target.
+func TestSwitchoverLeavesOneAcknowledger(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		replicas, want int32
+		to             string
+	}{
+		{"requested switchover to c-2", 3, 3, "c-2"},
+		{"requested switchover to the best replica", 5, 5, cachev1alpha1.SwitchoverToBest},
+		{"scale-down 3→2 with the master on ordinal 2", 3, 2, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			master := "c-0"
+			if c.to == "" {
+				master = "c-2"
+			}
+			w := newWorld("c", cachev1alpha1.RolloutValues{Replicas: c.replicas, Version: "7.0.15"}, master)
+			w.s.Spec = *w.s.Approved.DeepCopy()
+			w.s.Spec.Replicas = c.want
+			w.s.SwitchoverTo = c.to
+			swapped := ""
+			for i := 0; i < 100; i++ {
+				a := Plan(w.s)
+				if a.Type == ActionNone {
+					break
+				}
+				if a.Type == ActionWait {
+					t.Fatalf("step %d: %s", i, a)
+				}
+				w.apply(a)
+				if a.Type == ActionGracefulSwitchover {
+					swapped = a.Pod
+				}
+				got := canAcknowledge(w.s)
+				if len(got) > 1 {
+					t.Fatalf("after step %d (%s): %v can acknowledge writes", i, a, got)
+				}
+				if swapped != "" && len(got) == 1 && got[0] != swapped {
+					t.Fatalf("after step %d (%s): %s can acknowledge writes, not the target %s", i, a, got[0], swapped)
+				}
+			}
+			if swapped == "" || w.s.CurrentMaster != swapped || w.s.Operation != nil {
+				t.Fatalf("switchover to %q did not end with it as master (master %s, operation %v)", swapped, w.s.CurrentMaster, w.s.Operation)
+			}
+		})
+	}
+}
