@@ -331,11 +331,14 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		if !ok || m.IP == "" {
 			return fmt.Errorf("master %s has no address", a.Master)
 		}
-		if op := cc.Status.Operation; a.Type == ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" {
-			// Detaching a replica before the promotion: it must not hold
-			// more of the stream than the target, or following the target
-			// would resynchronise it in full. Look again now; if it does,
-			// the planner chooses again on what was seen.
+		if op := cc.Status.Operation; a.Type == ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" && !oldMasterAnswers(snap, op) {
+			// Detaching a replica before the promotion, the old master
+			// silent: the offsets stand still, and the replica must not
+			// hold more of the stream than the target, or following the
+			// target would resynchronise it in full. Look again now; if it
+			// does, the planner chooses again on what was seen. (While the
+			// old master answers, both receive the same stream from it and
+			// the target catches up with whatever the replica is ahead.)
 			key := client.ObjectKeyFromObject(cc)
 			fp := ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
 			fm := ProbeOnce(ctx, Target{Pod: m.Name, IP: m.IP}, pw, snap.ProbeTimeout)
@@ -383,6 +386,11 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		return nil
 	}
 	return r.executeOperation(ctx, cc, snap, a, pw)
+}
+
+func oldMasterAnswers(snap Snapshot, op *cachev1alpha1.OperationStatus) bool {
+	p, ok := snap.pod(op.FromPod)
+	return ok && healthy(p)
 }
 
 // freshBest probes the failover target and the other replicas now and
