@@ -25,6 +25,9 @@ type Observation struct {
 	Reachable bool
 	LastSeen  time.Time
 	Err       string
+	// ProbedAt is when the probe was sent: an answer to an older probe
+	// never replaces what a newer one saw.
+	ProbedAt time.Time
 
 	// Role is "master" or "slave", as INFO replication says.
 	Role              string
@@ -288,6 +291,11 @@ func (cp *clusterProbe) record(o Observation) bool {
 	if had && prev.IP != o.IP {
 		had = false
 	}
+	if had && o.ProbedAt.Before(prev.ProbedAt) {
+		// A periodic probe sent before a step and recorded after the
+		// look the step took at its effect (Refresh) is stale.
+		return false
+	}
 	if !o.Reachable && had {
 		o.LastSeen = prev.LastSeen
 		// Keep what we knew about the pod's data; only reachability
@@ -353,7 +361,7 @@ func significant(a, b Observation) bool {
 // ProbeOnce asks one pod's Redis for its replication state, within the
 // given timeout.
 func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Duration) Observation {
-	o := Observation{Pod: t.Pod, IP: t.IP}
+	o := Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now()}
 	if t.IP == "" {
 		o.Err = "pod has no address"
 		return o
