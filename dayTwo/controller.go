@@ -333,11 +333,34 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		if !ok || m.IP == "" {
 			return fmt.Errorf("master %s has no address", a.Master)
 		}
+		if op := cc.Status.Operation; a.Type == ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" && !oldMasterAnswers(snap, op) {
+			// Detaching a replica before the promotion, the old master
+			// silent: the offsets stand still, and the replica must not
+			// hold more of the stream than the target, or following the
+			// target would resynchronise it in full. Look again now; if it
+			// does, the planner chooses again on what was seen. (While the
+			// old master answers, both receive the same stream from it and
+			// the target catches up with whatever the replica is ahead.)
+			key := client.ObjectKeyFromObject(cc)
+			fp := ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
+			fm := ProbeOnce(ctx, Target{Pod: m.Name, IP: m.IP}, pw, snap.ProbeTimeout)
+			if !fp.Reachable || !fm.Reachable || moreHistory(PodState{Obs: fp}, PodState{Obs: fm}) {
+				r.Prober.Refresh(ctx, key, Target{Pod: p.Name, IP: p.IP}, snap.ProbeTimeout)
+				r.Prober.Refresh(ctx, key, Target{Pod: m.Name, IP: m.IP}, snap.ProbeTimeout)
+				return fmt.Errorf("not detaching %s: it holds offset %d, the failover target %s %d (or one did not answer)", a.Pod, fp.Offset, a.Master, fm.Offset)
+			}
+		}
 		if err := replicaOf(ctx, p.IP, pw, m.IP, "6379"); err != nil {
 			return err
 		}
 		if a.Type == ActionFence {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFenced, "Fence", "%s believed it was master; made it a replica of %s", a.Pod, a.Master)
+			// Clients still connected to it (a Service's endpoints change,
+			// open connections stay) would write to a replica: drop them so
+			// they reconnect to the master.
+			if err := killClients(ctx, p.IP, pw); err != nil {
+				log.Error(err, "Dropping the client connections of a fenced pod", "pod", a.Pod)
+			}
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFenced, "Fence", "%s believed it was master; made it a replica of %s and dropped its client connections", a.Pod, a.Master)
 		}
 		return nil
 
@@ -367,20 +390,39 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 	return r.executeOperation(ctx, cc, snap, a, pw)
 }
 
+func oldMasterAnswers(snap Snapshot, op *cachev1alpha1.OperationStatus) bool {
+	p, ok := snap.pod(op.FromPod)
+	return ok && healthy(p)
+}
+
 // freshBest probes the failover target and the other replicas now and
-// returns the one with the highest offset.
+// returns a replica that holds more of the stream than the target, or "".
+// Replicas that follow the target already hold no more than it does.
 func (r *Reconciler) freshBest(ctx context.Context, snap Snapshot, op *cachev1alpha1.OperationStatus, pw string) string {
-	fresh := snap
-	fresh.Pods = nil
-	for _, p := range snap.Pods {
-		if p.Name != op.FromPod && p.IP != "" && !p.Deleting {
-			p.Obs = ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
-			p.Observed = true
-		}
-		fresh.Pods = append(fresh.Pods, p)
+	target, ok := snap.pod(op.ToPod)
+	if !ok {
+		return ""
 	}
-	best, _ := chooseCandidate(fresh, op.FromPod)
-	return best
+	target.Obs = ProbeOnce(ctx, Target{Pod: target.Name, IP: target.IP}, pw, snap.ProbeTimeout)
+	target.Observed = true
+	if !healthy(target) {
+		return ""
+	}
+	best := target
+	for _, p := range sortedPods(snap) {
+		if p.Name == op.FromPod || p.Name == op.ToPod || p.IP == "" || p.Deleting {
+			continue
+		}
+		p.Obs = ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
+		p.Observed = true
+		if healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP && moreHistory(p, best) {
+			best = p
+		}
+	}
+	if best.Name == target.Name {
+		return ""
+	}
+	return best.Name
 }
 
 // setRole sets (or, with "", removes) a pod's role label with a merge patch
@@ -482,6 +524,15 @@ func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluste
 		r.mu.Unlock()
 	}
 	return pw, nil
+}
+
+// killClients drops a pod's normal client connections (not its
+// replication links).
+func killClients(ctx context.Context, ip, password string) error {
+	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer c.Close()
+	return c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()
 }
 
 func replicaOf(ctx context.Context, ip, password, host, port string) error {

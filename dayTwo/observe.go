@@ -25,6 +25,9 @@ type Observation struct {
 	Reachable bool
 	LastSeen  time.Time
 	Err       string
+	// ProbedAt is when the probe was sent: an answer to an older probe
+	// never replaces what a newer one saw.
+	ProbedAt time.Time
 
 	// Role is "master" or "slave", as INFO replication says.
 	Role              string
@@ -33,10 +36,20 @@ type Observation struct {
 	ConnectedReplicas int
 	// Offset is master_repl_offset on a master, slave_repl_offset on a
 	// replica: how much of the replication stream the pod holds.
-	Offset  int64
-	ReplID  string
-	Keys    int64
-	Loading bool
+	Offset int64
+	// ReplID is master_replid: the history the pod holds (a replica: the
+	// one it follows). ReplID2 and SecondReplOffset are master_replid2 and
+	// second_repl_offset: the history a promoted pod continued, up to
+	// the offset where it took over.
+	ReplID           string
+	ReplID2          string
+	SecondReplOffset int64
+	// LinkDownSeconds is master_link_down_since_seconds on a replica whose
+	// link is down: how long it has not heard from its master; -1 when
+	// it never synced in this run, 0 while the link is up.
+	LinkDownSeconds int64
+	Keys            int64
+	Loading         bool
 	// UptimeSeconds tells a restarted server from one that kept running.
 	UptimeSeconds int64
 	// RunID is run_id: it changes with every start of redis-server.
@@ -278,11 +291,17 @@ func (cp *clusterProbe) record(o Observation) bool {
 	if had && prev.IP != o.IP {
 		had = false
 	}
+	if had && o.ProbedAt.Before(prev.ProbedAt) {
+		// A periodic probe sent before a step and recorded after the
+		// look the step took at its effect (Refresh) is stale.
+		return false
+	}
 	if !o.Reachable && had {
 		o.LastSeen = prev.LastSeen
 		// Keep what we knew about the pod's data; only reachability
 		// changed.
 		o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
+		o.ReplID2, o.SecondReplOffset, o.LinkDownSeconds = prev.ReplID2, prev.SecondReplOffset, prev.LinkDownSeconds
 	}
 	if o.Reachable && !o.Loading && o.RunID != "" {
 		r := cp.runs[o.Pod]
@@ -342,7 +361,7 @@ func significant(a, b Observation) bool {
 // ProbeOnce asks one pod's Redis for its replication state, within the
 // given timeout.
 func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Duration) Observation {
-	o := Observation{Pod: t.Pod, IP: t.IP}
+	o := Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now()}
 	if t.IP == "" {
 		o.Err = "pod has no address"
 		return o
@@ -384,6 +403,12 @@ func parseInfo(info string, o *Observation) {
 			o.ConnectedReplicas, _ = strconv.Atoi(v)
 		case k == "master_replid":
 			o.ReplID = v
+		case k == "master_replid2":
+			o.ReplID2 = v
+		case k == "second_repl_offset":
+			o.SecondReplOffset, _ = strconv.ParseInt(v, 10, 64)
+		case k == "master_link_down_since_seconds":
+			o.LinkDownSeconds, _ = strconv.ParseInt(v, 10, 64)
 		case k == "used_memory":
 			o.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
 		case k == "maxmemory":

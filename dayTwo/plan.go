@@ -281,6 +281,21 @@ func Plan(s Snapshot) Action {
 		}
 	}
 
+	// A master that restarted in place must never become the source of a
+	// replica that holds writes it lacks: resynchronising from it, the
+	// replica would drop them. Fail over to the replica with the most
+	// history instead.
+	if master.Obs.Role == "master" {
+		for _, p := range sortedPods(s) {
+			if why := lacksHistory(master, p); why != "" {
+				if s.AutoFailover {
+					return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: fmt.Sprintf("master %s restarted with less history than %s: %s", master.Name, p.Name, why)}
+				}
+				return Action{Type: ActionWait, Pod: master.Name, Reason: fmt.Sprintf("master %s restarted with less history than %s (%s); automatic failover is off", master.Name, p.Name, why)}
+			}
+		}
+	}
+
 	// Never two master labels: take it off every other pod first, before
 	// anything is promoted.
 	for _, p := range s.Pods {
@@ -325,6 +340,35 @@ func converge(s Snapshot, master PodState) Action {
 	return Action{Type: ActionNone}
 }
 
+// lacksHistory says why the master m lacks writes that the replica p,
+// not in sync with it, holds; "" when it does not (or cannot be told).
+//   - Same history (replication ID), p further along: m restarted from a
+//     shorter copy of its own history.
+//   - Unrelated histories (p's ID is neither m's nor the one m continued
+//     from), p following m and holding data, and m's run younger than p's
+//     lost link: m restarted in place with a new history after p last
+//     heard from it. m cannot prove it holds p's writes, and a full
+//     resynchronisation from m would replace them.
+//
+// A replica whose history m continued (m's second ID) but went further
+// is not counted: that is an old master fenced after a failover, whose
+// extra writes no replica acknowledged.
+func lacksHistory(m, p PodState) string {
+	if p.Name == m.Name || !healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
+		return ""
+	}
+	switch {
+	case p.Obs.ReplID == m.Obs.ReplID:
+		if p.Obs.Offset > m.Obs.Offset {
+			return fmt.Sprintf("offset %d > %d on the same replication ID", p.Obs.Offset, m.Obs.Offset)
+		}
+	case p.Obs.ReplID == m.Obs.ReplID2:
+	case p.Obs.MasterHost == m.IP && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
+		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
+	}
+	return ""
+}
+
 // planBootstrap chooses the first master: the reachable pod with the most
 // data (so a cluster whose status was lost never promotes an empty pod over
 // a full one), then the lowest ordinal.
@@ -348,7 +392,31 @@ func planBootstrap(s Snapshot) Action {
 	return Action{Type: ActionBootstrap, Pod: ready[0].Name, Reason: "first master"}
 }
 
-// planFailover continues a recorded failover, step by step.
+// planFailover continues a recorded failover, one step at a time, in an
+// order after which no pod but the target can acknowledge a write (a WAIT
+// needs a master with a replica attached):
+//
+//  1. the old master loses its label: the Service stops sending it
+//     traffic;
+//  2. detach: every other reachable replica follows the target (REPLICAOF
+//     target) while the target still replicates the old master, so an old
+//     master that comes back has no replica but the target, and every
+//     write it gets acknowledged is on the target. A replica that holds
+//     more of the stream than the target becomes the target instead
+//     (only while the old master does not answer: then the offsets stand
+//     still);
+//  3. promote the target (REPLICAOF NO ONE): the old master is left with
+//     no replica at all;
+//  4. fence every other pod that believes it is master (the old master
+//     when it answers): it follows the target and its client connections
+//     are dropped;
+//  5. label the target;
+//  6. repoint the pods that follow anything else (pods that came back);
+//  7. record the new master, end the operation.
+//
+// Every step is planned from what the pods report, so a step taken twice
+// (an operator restarted after acting, before seeing the effect) changes
+// nothing.
 func planFailover(s Snapshot) Action {
 	op := s.Operation
 	from, to := op.FromPod, op.ToPod
@@ -373,28 +441,58 @@ func planFailover(s Snapshot) Action {
 	if !healthy(target) {
 		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
 	}
-	// 2. Promote.
 	if target.Obs.Role != "master" {
+		// 2. Detach the other replicas: they follow the target.
+		old, _ := s.pod(from)
+		if !healthy(old) {
+			for _, p := range sortedPods(s) {
+				if detachable(s, p, from, target) && moreHistory(p, target) {
+					return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
+				}
+			}
+		}
+		for _, p := range sortedPods(s) {
+			if detachable(s, p, from, target) {
+				return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: detach from the old master before the promotion"}
+			}
+		}
+		// 3. Promote.
 		return Action{Type: ActionPromote, Pod: to, Reason: "failover from " + from}
 	}
-	// 3. Traffic to the new master.
+	// 4. Fence whoever else believes it is master, first of all the old
+	// master as soon as it answers.
+	for _, p := range sortedPods(s) {
+		if p.Name != to && healthy(p) && p.Obs.Role == "master" {
+			return Action{Type: ActionFence, Pod: p.Name, Master: to, Reason: "failover: " + p.Name + " still believes it is master"}
+		}
+	}
+	// 5. Traffic to the new master.
 	if target.RoleLabel != cachev1alpha1.RoleMaster {
 		return Action{Type: ActionLabelMaster, Pod: to, Reason: "failover from " + from}
 	}
-	// 4. The other reachable pods follow it; the old master, when it
-	// answers, is fenced.
+	// 6. The other reachable pods follow it.
 	for _, p := range sortedPods(s) {
-		if p.Name == to || !healthy(p) {
-			continue
-		}
-		if p.Obs.Role == "master" {
-			return Action{Type: ActionFence, Pod: p.Name, Master: to, Reason: "failover: " + p.Name + " still believes it is master"}
-		}
-		if p.Obs.MasterHost != target.IP {
+		if p.Name != to && healthy(p) && p.Obs.MasterHost != target.IP {
 			return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: follow the new master"}
 		}
 	}
 	return Action{Type: ActionCompleteFailover, Pod: to, Master: from}
+}
+
+// detachable: before the promotion, p is a reachable replica, neither the
+// old master nor the target, that does not follow the target yet.
+func detachable(s Snapshot, p PodState, from string, target PodState) bool {
+	return p.Name != from && p.Name != target.Name && healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP
+}
+
+// moreHistory tells whether p holds more of the replication stream than t
+// (data over no data, then the higher offset): following t, it would
+// resynchronise in full and lose what t lacks.
+func moreHistory(p, t PodState) bool {
+	if (p.Obs.Keys > 0) != (t.Obs.Keys > 0) {
+		return p.Obs.Keys > 0
+	}
+	return p.Obs.Offset > t.Obs.Offset
 }
 
 // chooseCandidate picks the replica to promote: reachable, not loading,

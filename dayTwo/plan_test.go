@@ -42,6 +42,19 @@ func healthyCluster() []PodState {
 	}
 }
 
+// history sets a pod's replication IDs and run age.
+func history(p PodState, id, id2 string, secondOffset, uptime int64) PodState {
+	p.Obs.ReplID, p.Obs.ReplID2, p.Obs.SecondReplOffset, p.Obs.UptimeSeconds = id, id2, secondOffset, uptime
+	return p
+}
+
+// linkDown: a replica that has not heard from its master for the given
+// seconds.
+func linkDown(p PodState, seconds int64) PodState {
+	p.Obs.MasterLinkUp, p.Obs.LinkDownSeconds = false, seconds
+	return p
+}
+
 func failoverOp(from, to string) *cachev1alpha1.OperationStatus {
 	return &cachev1alpha1.OperationStatus{ID: "op1", Type: cachev1alpha1.OperationFailover, FromPod: from, ToPod: to, StartedAt: metav1.NewTime(now)}
 }
@@ -192,6 +205,57 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 		},
 		{
+			name: "a master restarted with a shorter copy of its history is failed over to the replica that holds more",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 900, 10), "A", "", 0, 3),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 4),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 950, 10), "A", "", 0, 3), 4),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+		},
+		{
+			name: "a master restarted in place with a new history is failed over to the replica whose link it dropped",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 3),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a master restarted in place with less history waits when automatic failover is off",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0"},
+		},
+		{
+			name: "replicas in sync with a restarted master follow it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 1000, 10), "B", "", 0, 2),
+				history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "B", "", 0, 3),
+			}},
+			want: Action{Type: ActionNone},
+		},
+		{
+			name: "a master that kept running while a replica lost its link is no restart: the replica resyncs",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 5000, 10), "B", "A", 900, 600),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 400, 10), "Z", "", 0, 3), 30),
+			}},
+			want: Action{Type: ActionNone},
+		},
+		{
+			name: "an old master fenced after a failover resyncs: its extra writes were never acknowledged",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-1", Pods: []PodState{
+				linkDown(history(pod("c-0", ip0, "slave", ip1, "", 1300, 10), "A", "", 0, 600), 1),
+				history(pod("c-1", ip1, "master", "", "master", 1250, 10), "B", "A", 1201, 600),
+				history(pod("c-2", ip2, "slave", ip1, "replica", 1250, 10), "B", "", 0, 600),
+			}},
+			want: Action{Type: ActionNone},
+		},
+		{
 			name: "a replica not Ready for too long is recreated",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", RecreateAfter: time.Minute, Pods: func() []PodState {
 				p := healthyCluster()
@@ -219,16 +283,61 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionUnlabel, Pod: "c-0"},
 		},
 		{
-			name: "failover step 2: promote",
+			name: "failover step 2: the other replicas follow the target before it is promoted",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
 				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
 			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			name: "failover step 2: a replica holding more than the target becomes the target instead of following it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 115, 10),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "failover step 2: with the old master back the offsets move; the target stays, the others are detached",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 120, 10),
+				pod("c-2", ip2, "slave", ip0, "replica", 125, 10),
+			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			name: "failover step 3: promote once no other replica follows the old master",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				pod("c-1", ip1, "slave", ip0, "replica", 110, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 100, 10),
+			}},
 			want: Action{Type: ActionPromote, Pod: "c-1"},
 		},
 		{
-			name: "failover step 3: label the new master",
+			name: "failover step 3: the old master answering before the promotion is left to the target, which keeps what it acknowledges",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 130, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 130, 10),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-1"},
+		},
+		{
+			name: "failover step 4: the old master answering after the promotion is fenced before the new master gets traffic",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				pod("c-0", ip0, "master", "", "", 130, 10),
+				pod("c-1", ip1, "master", "", "replica", 120, 10),
+				pod("c-2", ip2, "slave", ip1, "replica", 120, 10),
+			}},
+			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
+		},
+		{
+			name: "failover step 5: label the new master",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "replica", 110, 10),
@@ -237,7 +346,7 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionLabelMaster, Pod: "c-1"},
 		},
 		{
-			name: "failover step 4: repoint the other replicas",
+			name: "failover step 6: repoint the replicas that follow anything else",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "master", 110, 10),
@@ -255,7 +364,7 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionFence, Pod: "c-0", Master: "c-1"},
 		},
 		{
-			name: "failover step 5: complete",
+			name: "failover step 7: complete",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "master", "", "master", 110, 10),
@@ -309,7 +418,12 @@ func TestParseInfo(t *testing.T) {
 	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
 
 	m := Observation{}
-	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_repl_offset:99\r\n", &m)
+	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_replid:def\r\nmaster_replid2:abc\r\nmaster_repl_offset:99\r\nsecond_repl_offset:51\r\n", &m)
 	g.Expect(m.Offset).To(Equal(int64(99)))
 	g.Expect(m.ConnectedReplicas).To(Equal(2))
+	g.Expect([]any{m.ReplID, m.ReplID2, m.SecondReplOffset}).To(Equal([]any{"def", "abc", int64(51)}))
+
+	r := Observation{}
+	parseInfo("role:slave\r\nmaster_host:10.244.0.10\r\nmaster_link_status:down\r\nmaster_link_down_since_seconds:7\r\nslave_repl_offset:12\r\n", &r)
+	g.Expect(r.LinkDownSeconds).To(Equal(int64(7)))
 }

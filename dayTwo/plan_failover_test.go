@@ -1,0 +1,297 @@
+package daytwo
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// ackers lists the pods that could acknowledge a write (WAIT 1) other than
+// the target: a Redis master with a replica attached. A master that does
+// not answer counts too: a frozen one answers when it thaws, with the
+// replicas still pointed at it. The old master whose only replica is the
+// target, before the target's promotion, does not count: every write it
+// gets acknowledged is on the target, which keeps it.
+func ackers(s Snapshot, from, target string) []string {
+	t, _ := s.pod(target)
+	var out []string
+	for _, m := range s.Pods {
+		if m.Name == target || m.Obs.Role != "master" {
+			continue
+		}
+		var replicas []string
+		for _, p := range s.Pods {
+			if p.Name != m.Name && p.Obs.Role == "slave" && p.Obs.MasterHost == m.IP {
+				replicas = append(replicas, p.Name)
+			}
+		}
+		if len(replicas) == 0 {
+			continue
+		}
+		if m.Name == from && len(replicas) == 1 && replicas[0] == target && t.Obs.Role == "slave" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (replicas %v)", m.Name, replicas))
+	}
+	return out
+}
+
+// foWorld is a cluster whose master froze: pods answer at once and every
+// step succeeds, as in Simulate, with the old master thawing at a chosen
+// step.
+type foWorld struct {
+	s Snapshot
+}
+
+func newFoWorld(offsets []int64) *foWorld {
+	ips := []string{ip0, ip1, ip2, ip3, ip4}
+	var pods []PodState
+	for i, off := range offsets {
+		name := fmt.Sprintf("c-%d", i)
+		if i == 0 {
+			pods = append(pods, down(pod(name, ips[i], "master", "", "master", off, 10), 2*time.Second))
+			continue
+		}
+		pods = append(pods, pod(name, ips[i], "slave", ip0, "replica", off, 10))
+	}
+	return &foWorld{s: steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: pods, StepDeadline: time.Minute})}
+}
+
+func (w *foWorld) set(name string, f func(*PodState)) {
+	for i := range w.s.Pods {
+		if w.s.Pods[i].Name == name {
+			f(&w.s.Pods[i])
+		}
+	}
+}
+
+func (w *foWorld) thaw(name string) {
+	w.set(name, func(p *PodState) { p.Obs.Reachable, p.Obs.LastSeen = true, w.s.Now })
+}
+
+// apply takes a step; it returns an error when the step would lose data
+// a replica holds: a pod other than the old master made to follow a pod
+// with less of the stream (a full resynchronisation), or the target
+// itself made a replica.
+func (w *foWorld) apply(a Action) error {
+	s := &w.s
+	switch a.Type {
+	case ActionStartFailover:
+		op := failoverOp(a.Master, a.Pod)
+		if s.Operation != nil {
+			op.ID, op.StartedAt = s.Operation.ID, s.Operation.StartedAt
+		}
+		s.Operation = op
+	case ActionUnlabel:
+		w.set(a.Pod, func(p *PodState) { p.RoleLabel = "" })
+	case ActionLabelMaster:
+		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleMaster })
+	case ActionLabelReplica:
+		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleReplica })
+	case ActionPromote:
+		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
+	case ActionRepoint, ActionFence:
+		m, _ := s.pod(a.Master)
+		p, _ := s.pod(a.Pod)
+		if s.Operation != nil && a.Pod == s.Operation.ToPod {
+			return fmt.Errorf("%s: the failover target is made a replica", a)
+		}
+		oldMaster := s.Operation != nil && a.Pod == s.Operation.FromPod || s.Operation == nil && a.Type == ActionFence
+		if !oldMaster && moreHistory(p, m) {
+			return fmt.Errorf("%s: %s (offset %d) would resynchronise in full from %s (offset %d)", a, p.Name, p.Obs.Offset, m.Name, m.Obs.Offset)
+		}
+		w.set(a.Pod, func(p *PodState) {
+			p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.IP, true
+			p.Obs.Offset = min(p.Obs.Offset, m.Obs.Offset)
+		})
+	case ActionCompleteFailover:
+		s.CurrentMaster, s.Operation = a.Pod, nil
+	default:
+		return fmt.Errorf("%s: not a step of a failover", a)
+	}
+	s.Now = s.Now.Add(10 * time.Millisecond)
+	return nil
+}
+
+// TestFailoverOrderLeavesOnlyTheTargetToAcknowledge plays failovers of a
+// frozen master, the old master thawing before, at every step of, or
+// after the failover (or never), and checks the invariant of
+// docs/failover.md after every step: before the promotion only unlabelling
+// and detaching happen; from the promotion on (and in the state the
+// promotion is planned on) no pod but the target can acknowledge a write;
+// no replica is made to follow a pod with less of the stream; never two
+// master labels; in the end one master, labelled, every other pod its
+// replica.
+func TestFailoverOrderLeavesOnlyTheTargetToAcknowledge(t *testing.T) {
+	clusters := []struct {
+		name    string
+		offsets []int64 // c-0 is the old master
+		want    string  // the new master
+	}{
+		{"3 pods", []int64{120, 110, 100}, "c-1"},
+		{"3 pods, the higher ordinal holds more", []int64{120, 100, 110}, "c-2"},
+		{"5 pods", []int64{120, 100, 115, 110, 115}, "c-2"},
+	}
+	for _, c := range clusters {
+		for thawAt := -1; thawAt < 12; thawAt++ {
+			t.Run(fmt.Sprintf("%s, old master thaws at step %d", c.name, thawAt), func(t *testing.T) {
+				w := newFoWorld(c.offsets)
+				promoted := false
+				var steps []string
+				for i := 0; ; i++ {
+					if i == thawAt {
+						w.thaw("c-0")
+					}
+					if i > 60 {
+						t.Fatalf("no convergence after %d steps: %v", i, steps)
+					}
+					a := Plan(w.s)
+					if again := Plan(w.s); again.String() != a.String() {
+						t.Fatalf("step %d: the plan is not a function of the snapshot: %s, then %s", i, a, again)
+					}
+					if a.Type == ActionNone {
+						break
+					}
+					if a.Type == ActionWait {
+						t.Fatalf("step %d: %s (after %v)", i, a, steps)
+					}
+					steps = append(steps, a.String())
+					op := w.s.Operation
+					if op != nil && !promoted {
+						switch {
+						case a.Type == ActionPromote:
+							if got := ackers(w.s, op.FromPod, a.Pod); len(got) > 0 {
+								t.Fatalf("step %d: promotion planned while %v can acknowledge writes (steps %v)", i, got, steps)
+							}
+							promoted = true
+						case a.Type == ActionUnlabel, a.Type == ActionStartFailover, a.Type == ActionRepoint && a.Master == op.ToPod:
+						default:
+							t.Fatalf("step %d: %s before the promotion (steps %v)", i, a, steps)
+						}
+					}
+					from, to := "c-0", ""
+					if op != nil {
+						from, to = op.FromPod, op.ToPod
+					}
+					if err := w.apply(a); err != nil {
+						t.Fatalf("step %d: %v (steps %v)", i, err, steps)
+					}
+					if w.s.Operation != nil {
+						to = w.s.Operation.ToPod
+					} else if to == "" {
+						to = w.s.CurrentMaster
+					}
+					if promoted {
+						if got := ackers(w.s, from, to); len(got) > 0 {
+							t.Fatalf("after step %d (%s): %v can acknowledge writes besides %s (steps %v)", i, a, got, to, steps)
+						}
+					}
+					labels := 0
+					for _, p := range w.s.Pods {
+						if p.RoleLabel == cachev1alpha1.RoleMaster {
+							labels++
+						}
+					}
+					if labels > 1 {
+						t.Fatalf("after step %d: %d pods labelled master", i, labels)
+					}
+				}
+				if thawAt == 0 {
+					// Back before the failover started: none starts.
+					if len(steps) > 0 || w.s.CurrentMaster != "c-0" {
+						t.Fatalf("the master came back in time, yet: %v", steps)
+					}
+					return
+				}
+				if !promoted {
+					t.Fatalf("no promotion: %v", steps)
+				}
+				if w.s.CurrentMaster != c.want {
+					t.Fatalf("new master %s, want %s (steps %v)", w.s.CurrentMaster, c.want, steps)
+				}
+				m, _ := w.s.pod(w.s.CurrentMaster)
+				for _, p := range w.s.Pods {
+					switch {
+					case p.Name == m.Name:
+						if p.Obs.Role != "master" || p.RoleLabel != cachev1alpha1.RoleMaster {
+							t.Fatalf("the new master %s: role %s, label %q", p.Name, p.Obs.Role, p.RoleLabel)
+						}
+					case p.Obs.Reachable:
+						if p.Obs.Role != "slave" || p.Obs.MasterHost != m.IP || p.RoleLabel != cachev1alpha1.RoleReplica {
+							t.Fatalf("%s: role %s of %s, label %q; want a replica of %s (steps %v)", p.Name, p.Obs.Role, p.Obs.MasterHost, p.RoleLabel, m.Name, steps)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// canAcknowledge lists the Redis masters with a replica attached.
+func canAcknowledge(s Snapshot) []string {
+	var out []string
+	for _, m := range s.Pods {
+		if m.Obs.Role != "master" {
+			continue
+		}
+		for _, p := range s.Pods {
+			if p.Name != m.Name && p.Obs.Role == "slave" && p.Obs.MasterHost == m.IP {
+				out = append(out, m.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestSwitchoverLeavesOneAcknowledger plays requested switchovers and the
+// one of a scale-down: at every step at most one pod can acknowledge a
+// write; from Redis FAILOVER on, it is the target.
+func TestSwitchoverLeavesOneAcknowledger(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		replicas, want int32
+		to             string
+	}{
+		{"requested switchover to c-2", 3, 3, "c-2"},
+		{"requested switchover to the best replica", 5, 5, cachev1alpha1.SwitchoverToBest},
+		{"scale-down 3→2 with the master on ordinal 2", 3, 2, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			master := "c-0"
+			if c.to == "" {
+				master = "c-2"
+			}
+			w := newWorld("c", cachev1alpha1.RolloutValues{Replicas: c.replicas, Version: "7.0.15"}, master)
+			w.s.Spec = *w.s.Approved.DeepCopy()
+			w.s.Spec.Replicas = c.want
+			w.s.SwitchoverTo = c.to
+			swapped := ""
+			for i := 0; i < 100; i++ {
+				a := Plan(w.s)
+				if a.Type == ActionNone {
+					break
+				}
+				if a.Type == ActionWait {
+					t.Fatalf("step %d: %s", i, a)
+				}
+				w.apply(a)
+				if a.Type == ActionGracefulSwitchover {
+					swapped = a.Pod
+				}
+				got := canAcknowledge(w.s)
+				if len(got) > 1 {
+					t.Fatalf("after step %d (%s): %v can acknowledge writes", i, a, got)
+				}
+				if swapped != "" && len(got) == 1 && got[0] != swapped {
+					t.Fatalf("after step %d (%s): %s can acknowledge writes, not the target %s", i, a, got[0], swapped)
+				}
+			}
+			if swapped == "" || w.s.CurrentMaster != swapped || w.s.Operation != nil {
+				t.Fatalf("switchover to %q did not end with it as master (master %s, operation %v)", swapped, w.s.CurrentMaster, w.s.Operation)
+			}
+		})
+	}
+}

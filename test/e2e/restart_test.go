@@ -1,0 +1,78 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+// A master that restarts in place with a shorter history than its
+// replicas must not become the source they follow (issue 13). The last
+// writes are cut from the master's append-only file, at a command
+// boundary, right before its process is killed: it restarts (within the
+// probe timeout, so not as a down master) holding less than the replicas,
+// which hold every acknowledged write. Following it, they would
+// resynchronise in full and drop those writes; the cluster must fail over
+// to one of them instead and lose nothing.
+func TestMasterRestartedWithShorterHistory(t *testing.T) {
+	ns := "e2e-fo-restart"
+	g := NewWithT(t)
+	newNamespace(t, ns)
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 3
+	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	w := startStickyWorkload(ns, "basic", password(g, ns, "basic"))
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 3000))
+
+	old := before.Status.CurrentMaster
+	aof := newestIncrAOF(g, filepath.Join(pvDir(g, ns, old), "appendonly"))
+	cut := cutLastWrites(g, aof, 500)
+	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
+	t.Logf("cut %d bytes of %s's append-only file, then killed it", cut, old)
+
+	after := waitAllReplicating(g, cc)
+	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
+	g.Expect(after.Status.CurrentMaster).NotTo(Equal(old), "the replicas hold more than the restarted master: one of them takes over")
+	w.finish(t, g, masters)
+}
+
+// newestIncrAOF is the append-only file Redis writes to now.
+func newestIncrAOF(g Gomega, dir string) string {
+	files, err := filepath.Glob(filepath.Join(dir, "*.incr.aof"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files).NotTo(BeEmpty(), "no incremental append-only file in %s", dir)
+	sort.Slice(files, func(i, j int) bool {
+		a, _ := os.Stat(files[i])
+		b, _ := os.Stat(files[j])
+		return a.ModTime().Before(b.ModTime())
+	})
+	return files[len(files)-1]
+}
+
+// cutLastWrites truncates an append-only file before its last n SET
+// commands (at a command boundary, so Redis loads it and appends after it)
+// and returns how many bytes it cut.
+func cutLastWrites(g Gomega, path string, n int) int64 {
+	data, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	// Redis writes commands to the file in lower case.
+	set, lower := []byte("*3\r\n$3\r\nset\r\n"), bytes.ToLower(data)
+	at := len(data)
+	for i := 0; i < n; i++ {
+		j := bytes.LastIndex(lower[:at], set)
+		g.Expect(j).To(BeNumerically(">", 0), "fewer than %d SETs in %s", n, path)
+		at = j
+	}
+	g.Expect(os.Truncate(path, int64(at))).To(Succeed())
+	return int64(len(data) - at)
+}
