@@ -312,4 +312,8 @@ func TestParseInfo(t *testing.T) {
 	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_repl_offset:99\r\n", &m)
 	g.Expect(m.Offset).To(Equal(int64(99)))
 	g.Expect(m.ConnectedReplicas).To(Equal(2))
+
+	busy := Observation{}
+	parseInfo("# Persistence\r\nrdb_bgsave_in_progress:1\r\naof_rewrite_in_progress:1\r\n", &busy)
+	g.Expect(busy.Saving && busy.Rewriting).To(BeTrue(), "a SYNC to this pod waits")
 }
