@@ -71,6 +71,8 @@ type BackupState struct {
 	RetryAt time.Time
 	// Stalled are the pods an earlier attempt stalled on.
 	Stalled []string
+	// Attempts is the number of attempts the plan was made on.
+	Attempts int32
 }
 
 // planBackup continues a Backup operation: stream from the in-sync replica
@@ -323,7 +325,7 @@ func (r *Reconciler) observeBackups(cc *cachev1alpha1.CacheCluster, backups []ca
 	for _, b := range backups {
 		if b.Name == opBackup {
 			st := snap.Backup
-			st.Exists, st.Phase, st.Stalled = true, b.Status.Phase, b.Status.StalledSources
+			st.Exists, st.Phase, st.Stalled, st.Attempts = true, b.Status.Phase, b.Status.StalledSources, b.Status.Attempts
 			st.Running = r.backups.running(client.ObjectKeyFromObject(&b))
 			if b.Status.Phase == cachev1alpha1.BackupPending && b.Status.CompletionTime != nil {
 				st.RetryAt = b.Status.CompletionTime.Add(time.Duration(max(b.Status.Attempts, 1)) * backupRetryDelay)
@@ -432,6 +434,14 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
 			return nil
 		})
+	}
+	if snap.Backup != nil && cb.Status.Attempts != snap.Backup.Attempts {
+		// Planned on a cached CacheBackup that has not seen the last
+		// attempt's end yet (it looked Running and streamed by no one):
+		// its retry time and stalled sources were unknown. The update's
+		// event plans again on what the attempt recorded.
+		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", snap.Backup.Attempts)
+		return nil
 	}
 	if cb.Status.Attempts >= maxBackupAttempts {
 		return fail(fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
