@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,10 @@ type BackupState struct {
 	Running bool
 	// RetryAt is when a failed attempt may be repeated.
 	RetryAt time.Time
+	// Stalled are the pods an earlier attempt stalled on.
+	Stalled []string
+	// Attempts is the number of attempts the plan was made on.
+	Attempts int32
 }
 
 // planBackup continues a Backup operation: stream from the in-sync replica
@@ -101,16 +106,104 @@ func planBackup(s Snapshot) Action {
 			live++
 		}
 	}
-	source := ""
+	source, why := "", ""
 	if live == 1 {
-		source = master.Name
+		source, why = master.Name, "the only pod"
 	} else {
-		source = bestInSync(s, master, func(PodState) bool { return true })
+		source, why = backupSource(s, master, b.Stalled)
 	}
 	if source == "" {
 		return Action{Type: ActionWait, Reason: "backup " + b.Name + " waits for a replica that is ready and in sync"}
 	}
-	return Action{Type: ActionRunBackup, Pod: source, Reason: "backup " + b.Name}
+	return Action{Type: ActionRunBackup, Pod: source, Reason: "backup " + b.Name + " from " + source + ": " + why}
+}
+
+// backupSource chooses the replica a dump is taken from, and says why: an
+// in-sync replica that can serve now (no background save or AOF rewrite
+// in progress: a SYNC waits for those) and did not stall an earlier
+// attempt of this backup; among equals, the most data, then the lowest
+// ordinal. A busy or stalled replica is chosen only when no other is in
+// sync; the stall timeout then bounds the wait.
+func backupSource(s Snapshot, master PodState, stalled []string) (string, string) {
+	var cands []PodState
+	for _, p := range s.Pods {
+		if p.Name != master.Name && !p.Deleting && inSync(p, master) {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return "", ""
+	}
+	busy := func(p PodState) bool { return p.Obs.Saving || p.Obs.Rewriting }
+	stall := func(p PodState) bool { return slices.Contains(stalled, p.Name) }
+	rank := func(p PodState) int {
+		r := 0
+		if busy(p) {
+			r += 2
+		}
+		if stall(p) {
+			r++
+		}
+		return r
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if ri, rj := rank(cands[i]), rank(cands[j]); ri != rj {
+			return ri < rj
+		}
+		if cands[i].Obs.Offset != cands[j].Obs.Offset {
+			return cands[i].Obs.Offset > cands[j].Obs.Offset
+		}
+		return cands[i].Ordinal() < cands[j].Ordinal()
+	})
+	best := cands[0]
+	var passed []string
+	for _, p := range cands[1:] {
+		if rank(p) > rank(best) {
+			passed = append(passed, p.Name+" "+describeSourceState(p, stall(p)))
+		}
+	}
+	var why string
+	switch {
+	case busy(best) && len(cands) == 1:
+		why = "the only in-sync replica, although it " + describeSourceState(best, stall(best))
+	case busy(best):
+		var all []string
+		for _, p := range cands {
+			all = append(all, p.Name+" "+describeSourceState(p, stall(p)))
+		}
+		why = "every in-sync replica is busy (" + strings.Join(all, "; ") + "); " + best.Name + " ranks first"
+	case stall(best) && len(cands) == 1:
+		why = "the only in-sync replica, although it stalled an earlier attempt; it is idle now"
+	case stall(best):
+		why = "idle now, although it stalled an earlier attempt (" + strings.Join(passed, "; ") + ")"
+	case len(passed) > 0:
+		why = "in sync and idle (" + strings.Join(passed, "; ") + ")"
+	case len(cands) > 1:
+		why = "in sync and idle, with the most data"
+	default:
+		why = "the only in-sync replica, idle"
+	}
+	return best.Name, why
+}
+
+// describeSourceState says why a replica is a poor source now.
+func describeSourceState(p PodState, stalled bool) string {
+	var parts []string
+	switch {
+	case p.Obs.Saving && p.Obs.Rewriting:
+		parts = append(parts, "is busy with a background save and an AOF rewrite")
+	case p.Obs.Saving:
+		parts = append(parts, "is busy with a background save")
+	case p.Obs.Rewriting:
+		parts = append(parts, "is busy with an AOF rewrite")
+	}
+	if stalled {
+		parts = append(parts, "stalled an earlier attempt")
+	}
+	if len(parts) == 0 {
+		return "is idle"
+	}
+	return strings.Join(parts, " and ")
 }
 
 // backupRuns tracks the dumps this process streams, so a failover can abort
@@ -232,7 +325,7 @@ func (r *Reconciler) observeBackups(cc *cachev1alpha1.CacheCluster, backups []ca
 	for _, b := range backups {
 		if b.Name == opBackup {
 			st := snap.Backup
-			st.Exists, st.Phase = true, b.Status.Phase
+			st.Exists, st.Phase, st.Stalled, st.Attempts = true, b.Status.Phase, b.Status.StalledSources, b.Status.Attempts
 			st.Running = r.backups.running(client.ObjectKeyFromObject(&b))
 			if b.Status.Phase == cachev1alpha1.BackupPending && b.Status.CompletionTime != nil {
 				st.RetryAt = b.Status.CompletionTime.Add(time.Duration(max(b.Status.Attempts, 1)) * backupRetryDelay)
@@ -297,8 +390,8 @@ func (r *Reconciler) updateBackup(ctx context.Context, key types.NamespacedName,
 // recreated) while this attempt ran; its result is not written.
 var errSuperseded = errors.New("superseded by a newer attempt")
 
-// finishAttempt writes an attempt's end, only if the CacheBackup still
-// records this attempt as running.
+// finishAttempt writes an attempt's end (or its progress), only if the
+// CacheBackup still records this attempt as running.
 func (r *Reconciler) finishAttempt(ctx context.Context, key types.NamespacedName, uid types.UID, attempt int32, mutate func(*cachev1alpha1.CacheBackup)) error {
 	return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		if b.UID != uid || b.Status.Attempts != attempt || b.Status.Phase != cachev1alpha1.BackupRunning {
@@ -342,6 +435,14 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			return nil
 		})
 	}
+	if snap.Backup != nil && cb.Status.Attempts != snap.Backup.Attempts {
+		// Planned on a cached CacheBackup that has not seen the last
+		// attempt's end yet (it looked Running and streamed by no one):
+		// its retry time and stalled sources were unknown. The update's
+		// event plans again on what the attempt recorded.
+		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", snap.Backup.Attempts)
+		return nil
+	}
 	if cb.Status.Attempts >= maxBackupAttempts {
 		return fail(fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
 	}
@@ -379,9 +480,14 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 	}
 	start := r.now()
 	attempt := cb.Status.Attempts + 1
+	why, ok := strings.CutPrefix(a.Reason, "backup "+name+" from "+a.Pod+": ")
+	if !ok {
+		why = a.Reason
+	}
 	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
 		t := metav1.NewTime(start)
 		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, attempt, a.Pod, &t, nil
+		b.Status.SourceReason, b.Status.BytesReceived, b.Status.LastProgressTime = why, 0, &t
 		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to %s", a.Pod, where)
 		return nil
 	}); err != nil {
@@ -389,8 +495,8 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		cancel(nil)
 		return err
 	}
-	log.Info("Backup started", "backup", name, "source", a.Pod, "attempt", attempt, "key", objectKey)
-	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s to %s", name, attempt, a.Pod, where)
+	log.Info("Backup started", "backup", name, "source", a.Pod, "why", why, "attempt", attempt, "key", objectKey)
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s (%s) to %s", name, attempt, a.Pod, why, where)
 
 	clusterKey := client.ObjectKeyFromObject(cc)
 	ref := cc.DeepCopy()
@@ -403,8 +509,18 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 				r.backupFailed(context.Background(), ref, key, uid, attempt, runCtx, fmt.Errorf("internal error: %v", p))
 			}
 		}()
-		res, err := backup.Take(runCtx, backup.Source{Addr: net.JoinHostPort(src.IP, "6379"), Password: pw, Timeout: 30 * time.Second},
+		progress := &progressReport{}
+		reported := make(chan struct{})
+		reportCtx, stopReports := context.WithCancel(runCtx)
+		go func() {
+			defer close(reported)
+			r.reportProgress(reportCtx, key, uid, attempt, a.Pod, where, progress)
+		}()
+		res, err := backup.Take(runCtx, backup.Source{Addr: net.JoinHostPort(src.IP, "6379"), Password: pw, Timeout: 30 * time.Second,
+			StallTimeout: r.BackupStallTimeout, OnProgress: progress.set},
 			func(ctx context.Context, rd io.Reader, size int64) error { return store.Put(ctx, objectKey, rd, size) })
+		stopReports()
+		<-reported
 		end := r.now()
 		if err == nil {
 			err = store.PutMetadata(runCtx, objectKey, backup.Metadata{
@@ -416,6 +532,11 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		}
 		bg := context.Background()
 		if err != nil {
+			var stall *backup.StallError
+			if errors.As(err, &stall) {
+				r.backupStalled(bg, ref, key, uid, attempt, a.Pod, stall)
+				return
+			}
 			r.backupFailed(bg, ref, key, uid, attempt, runCtx, err)
 			return
 		}
@@ -428,6 +549,7 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 			}
 			b.Status.Location = target.DeepCopy()
 			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
+			b.Status.BytesReceived, b.Status.LastProgressTime = res.Size, &t
 			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
 			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
 		}); uerr != nil {
@@ -451,6 +573,93 @@ func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheClu
 		}
 	}()
 	return nil
+}
+
+// progressWriteEvery bounds how often a running attempt's progress is
+// written to its CacheBackup: every status write wakes Argo CD (it watches
+// the cluster's children), and a person or a script reading the status
+// needs to see that bytes move, not each of them. Half the default stall
+// timeout: a stalled attempt shows its stale lastProgressTime at least
+// once before it is aborted, and a 1 GiB dump (20 s here) writes none.
+const progressWriteEvery = 30 * time.Second
+
+// progressReport is the latest progress of an attempt, set by its
+// watchdog.
+type progressReport struct {
+	mu sync.Mutex
+	p  backup.Progress
+}
+
+func (p *progressReport) set(v backup.Progress) {
+	p.mu.Lock()
+	p.p = v
+	p.mu.Unlock()
+}
+
+func (p *progressReport) get() backup.Progress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p
+}
+
+// reportProgress writes an attempt's progress to its CacheBackup every
+// progressWriteEvery while it changes, until ctx ends.
+func (r *Reconciler) reportProgress(ctx context.Context, key types.NamespacedName, uid types.UID, attempt int32, pod, where string, progress *progressReport) {
+	t := time.NewTicker(progressWriteEvery)
+	defer t.Stop()
+	var written backup.Progress
+	var writtenMsg string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := progress.get()
+		msg := fmt.Sprintf("streaming a snapshot of %s to %s: %d of %d bytes", pod, where, p.Received, p.Size)
+		switch {
+		case p.Size < 0 && p.Source.Busy():
+			msg = fmt.Sprintf("waiting for the snapshot of %s: it is busy with %s", pod, p.Source)
+		case p.Size < 0:
+			msg = fmt.Sprintf("waiting for the snapshot of %s", pod)
+		}
+		if p.Last.IsZero() || (p.Received == written.Received && p.Last.Equal(written.Last) && msg == writtenMsg) {
+			continue
+		}
+		err := r.finishAttempt(ctx, key, uid, attempt, func(b *cachev1alpha1.CacheBackup) {
+			last := metav1.NewTime(p.Last)
+			b.Status.BytesReceived, b.Status.LastProgressTime, b.Status.Message = p.Received, &last, msg
+		})
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, errSuperseded) && !apierrors.IsNotFound(err) {
+				ctrl.Log.WithName(ControllerName).Error(err, "Recording backup progress", "backup", key)
+			}
+			continue
+		}
+		written, writtenMsg = p, msg
+	}
+}
+
+// backupStalled records an attempt given up for making no progress: an
+// abort that counts as an attempt, retried (from another in-sync replica
+// when there is one: the planner passes over the pods that stalled) until
+// the attempts run out.
+func (r *Reconciler) backupStalled(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, uid types.UID, attempt int32, pod string, stall *backup.StallError) {
+	log := ctrl.Log.WithName(ControllerName)
+	msg := fmt.Sprintf("attempt %d aborted: no progress for %s: %s; retried, from another in-sync replica if there is one", attempt, stall.Timeout, stall.Why(pod))
+	log.Info("Backup attempt stalled", "backup", key, "attempt", attempt, "source", pod, "error", msg)
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupAborted, "Backup", "Backup %s: %s", key.Name, msg)
+	if uerr := r.finishAttempt(ctx, key, uid, attempt, func(b *cachev1alpha1.CacheBackup) {
+		t := metav1.NewTime(r.now())
+		b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupPending, msg, &t
+		last := metav1.NewTime(stall.Progress.Last)
+		b.Status.BytesReceived, b.Status.LastProgressTime = stall.Progress.Received, &last
+		if !slices.Contains(b.Status.StalledSources, pod) && len(b.Status.StalledSources) < 16 {
+			b.Status.StalledSources = append(b.Status.StalledSources, pod)
+		}
+	}); uerr != nil && !apierrors.IsNotFound(uerr) && !errors.Is(uerr, errSuperseded) {
+		log.Error(uerr, "Recording a stalled backup", "backup", key)
+	}
 }
 
 // backupFailed records a failed or aborted attempt: Pending again (it is

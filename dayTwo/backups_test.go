@@ -123,3 +123,64 @@ func TestLatestDue(t *testing.T) {
 	_, ok = latestDue(never, at("2025-11-30T12:00:00Z"), at("2026-11-30T12:00:00Z"))
 	g.Expect(ok).To(BeFalse())
 }
+
+// The source of a dump is an in-sync replica that can serve now, and the
+// action says why it was chosen.
+func TestPlanBackupSource(t *testing.T) {
+	saving := func(p *PodState) { p.Obs.Saving = true }
+	rewriting := func(p *PodState) { p.Obs.Rewriting = true }
+	more := func(p *PodState) { p.Obs.Offset = 200 }
+	unlinked := func(p *PodState) { p.Obs.MasterLinkUp = false }
+	type change struct {
+		pod string
+		f   func(*PodState)
+	}
+	for _, tc := range []struct {
+		name    string
+		pods    int
+		given   []change
+		stalled []string
+		want    string // pod; "" waits
+		wantWhy string
+	}{
+		{name: "both idle: the most data", pods: 3, given: []change{{"c-2", more}},
+			want: "c-2", wantWhy: "in sync and idle, with the most data"},
+		{name: "equal offsets: the lowest ordinal", pods: 3,
+			want: "c-1", wantWhy: "in sync and idle, with the most data"},
+		{name: "the one with the most data saves: the other", pods: 3, given: []change{{"c-2", more}, {"c-2", saving}},
+			want: "c-1", wantWhy: "in sync and idle (c-2 is busy with a background save)"},
+		{name: "an AOF rewrite is busy too", pods: 3, given: []change{{"c-1", rewriting}},
+			want: "c-2", wantWhy: "in sync and idle (c-1 is busy with an AOF rewrite)"},
+		{name: "an idle replica that stalled before beats a busy one", pods: 3, given: []change{{"c-2", saving}}, stalled: []string{"c-1"},
+			want: "c-1", wantWhy: "idle now, although it stalled an earlier attempt (c-2 is busy with a background save)"},
+		{name: "the one that stalled is passed over", pods: 3, given: []change{{"c-1", more}}, stalled: []string{"c-1"},
+			want: "c-2", wantWhy: "in sync and idle (c-1 stalled an earlier attempt)"},
+		{name: "every replica busy: the best of them, saying so", pods: 3, given: []change{{"c-1", saving}, {"c-2", saving}, {"c-2", rewriting}, {"c-2", more}},
+			want: "c-2", wantWhy: "every in-sync replica is busy (c-2 is busy with a background save and an AOF rewrite; c-1 is busy with a background save); c-2 ranks first"},
+		{name: "every replica busy, one stalled: the other", pods: 3, given: []change{{"c-1", saving}, {"c-2", saving}}, stalled: []string{"c-1"},
+			want: "c-2", wantWhy: "every in-sync replica is busy (c-2 is busy with a background save; c-1 is busy with a background save and stalled an earlier attempt); c-2 ranks first"},
+		{name: "a busy replica out of sync is no choice", pods: 3, given: []change{{"c-1", unlinked}, {"c-2", saving}},
+			want: "c-2", wantWhy: "the only in-sync replica, although it is busy with a background save"},
+		{name: "the only in-sync replica stalled before", pods: 3, given: []change{{"c-2", unlinked}}, stalled: []string{"c-1"},
+			want: "c-1", wantWhy: "the only in-sync replica, although it stalled an earlier attempt; it is idle now"},
+		{name: "the master is never a source while replicas exist", pods: 3, given: []change{{"c-1", unlinked}, {"c-2", unlinked}}},
+		{name: "the master alone, busy or not", pods: 1, given: []change{{"c-0", saving}},
+			want: "c-0", wantWhy: "the only pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := backingUp(cluster(tc.pods, 0), BackupState{Name: "b", Exists: true, Phase: cachev1alpha1.BackupPending, Stalled: tc.stalled})
+			for _, c := range tc.given {
+				s = setPod(s, c.pod, c.f)
+			}
+			a := Plan(s)
+			if tc.want == "" {
+				g.Expect(a.Type).To(Equal(ActionWait))
+				return
+			}
+			g.Expect(a.Type).To(Equal(ActionRunBackup), a.String())
+			g.Expect(a.Pod).To(Equal(tc.want))
+			g.Expect(a.Reason).To(Equal("backup b from " + tc.want + ": " + tc.wantWhy))
+		})
+	}
+}

@@ -65,6 +65,10 @@ type Reconciler struct {
 	// pod may take to become ready and in sync before the upgrade is rolled
 	// back; zero means 5 minutes.
 	StepDeadline time.Duration
+	// BackupStallTimeout is how long a backup attempt may make no
+	// progress before it is aborted and retried; zero means
+	// backup.DefaultStallTimeout.
+	BackupStallTimeout time.Duration
 	// AfterStep, when set, is called after each step that succeeded. The
 	// manager's --fault-exit-after-step uses it to crash at a chosen point
 	// of an operation, so a test can prove a restarted operator finishes

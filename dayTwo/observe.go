@@ -67,6 +67,10 @@ type Observation struct {
 	// UsedMemory and MaxMemory are used_memory and maxmemory (0:
 	// unlimited), in bytes.
 	UsedMemory, MaxMemory int64
+	// Saving and Rewriting are rdb_bgsave_in_progress and
+	// aof_rewrite_in_progress: a SYNC to this pod waits for them (a save
+	// it cannot attach to, or any rewrite) before its snapshot starts.
+	Saving, Rewriting bool
 }
 
 // Target is a pod to probe.
@@ -417,6 +421,10 @@ func parseInfo(info string, o *Observation) {
 			o.FailoverState = v
 		case k == "loading":
 			o.Loading = v == "1"
+		case k == "rdb_bgsave_in_progress":
+			o.Saving = v == "1"
+		case k == "aof_rewrite_in_progress":
+			o.Rewriting = v == "1"
 		case k == "run_id":
 			o.RunID = v
 		case k == "uptime_in_seconds":

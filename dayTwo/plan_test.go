@@ -426,4 +426,8 @@ func TestParseInfo(t *testing.T) {
 	r := Observation{}
 	parseInfo("role:slave\r\nmaster_host:10.244.0.10\r\nmaster_link_status:down\r\nmaster_link_down_since_seconds:7\r\nslave_repl_offset:12\r\n", &r)
 	g.Expect(r.LinkDownSeconds).To(Equal(int64(7)))
+
+	busy := Observation{}
+	parseInfo("# Persistence\r\nrdb_bgsave_in_progress:1\r\naof_rewrite_in_progress:1\r\n", &busy)
+	g.Expect(busy.Saving && busy.Rewriting).To(BeTrue(), "a SYNC to this pod waits")
 }

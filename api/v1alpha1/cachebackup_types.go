@@ -66,9 +66,32 @@ type CacheBackupStatus struct {
 	// operator restart is started again, up to five times.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
-	// SourcePod is the pod the dump was taken from.
+	// SourcePod is the pod the dump was taken from (or is being taken
+	// from, while Running).
 	// +optional
 	SourcePod string `json:"sourcePod,omitempty"`
+	// SourceReason says why SourcePod was chosen: e.g. the in-sync
+	// replica with the most data and no background save or AOF rewrite in
+	// progress, or the only pod.
+	// +optional
+	SourceReason string `json:"sourceReason,omitempty"`
+	// BytesReceived of the dump by the current (or last) attempt. While it
+	// runs it is written at most every 30 seconds (each status write wakes
+	// GitOps tools), and at its end.
+	// +optional
+	BytesReceived int64 `json:"bytesReceived,omitempty"`
+	// LastProgressTime is when the current (or last) attempt last made
+	// progress, as of the last write: a byte of the dump received, or the
+	// source writing the snapshot for it. An attempt without progress for
+	// the operator's --backup-stall-timeout is aborted and retried.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	// StalledSources are the pods an attempt of this backup stalled on;
+	// a retry prefers another in-sync replica.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	StalledSources []string `json:"stalledSources,omitempty"`
 	// Location of the dump.
 	// +optional
 	Location *BackupLocation `json:"location,omitempty"`

@@ -26,6 +26,7 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	daytwo "github.com/cacheops/cacheops/dayTwo"
+	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
@@ -45,6 +46,7 @@ func main() {
 		namespaces      string
 		recreateAfter   time.Duration
 		stepDeadline    time.Duration
+		backupStall     time.Duration
 		recommendAfter  time.Duration
 		majorityDown    time.Duration
 		exitAfterStep   string
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
 	flag.StringVar(&namespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
 	flag.DurationVar(&recommendAfter, "recommend-after", 5*time.Minute, "How long memory pressure (used_memory above 80% of maxmemory on the master) must last before day-two recommends a larger maxmemory in status.recommendations.")
+	flag.DurationVar(&backupStall, "backup-stall-timeout", backup.DefaultStallTimeout, "How long a backup attempt may make no progress (no byte of the dump and, before the dump starts, no key more written by the source's snapshot for it) before it is aborted and retried, from another in-sync replica if there is one.")
 	flag.DurationVar(&stepDeadline, "upgrade-step-deadline", 5*time.Minute, "How long an upgrade's pre-check pod, and each restarted pod, may take to become ready and in sync before the upgrade is refused or rolled back.")
 	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
@@ -106,7 +109,7 @@ func main() {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter}
+	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
 	if exitAfterStep != "" {
 		dayTwo.AfterStep = func(a daytwo.Action) {
 			if string(a.Type) == exitAfterStep {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +23,16 @@ type Source struct {
 	// silences while it forks and writes the snapshot (it sends a newline
 	// every second meanwhile).
 	Timeout time.Duration
+	// StallTimeout bounds the time without progress: no byte of the dump
+	// received and, while the source has not sent the snapshot yet, no
+	// key more written by a save it started after this SYNC (a newline
+	// every second is no progress: a source waiting for another save or
+	// an AOF rewrite to end sends them too). Zero means
+	// DefaultStallTimeout. The attempt then fails with a *StallError.
+	StallTimeout time.Duration
+	// OnProgress, when set, is called about once a second (from another
+	// goroutine) with the attempt's progress.
+	OnProgress func(Progress)
 }
 
 // Result describes a dump that was stored.
@@ -50,8 +62,19 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 		return res, fmt.Errorf("connecting to %s: %w", src.Addr, err)
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	// The watchdog cancels run when the attempt stalls; the outer ctx is
+	// the caller's (a failover, the operator stopping).
+	run, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	stop := context.AfterFunc(run, func() { _ = conn.Close() })
 	defer stop()
+	stalled := func(err error) error {
+		var se *StallError
+		if ctx.Err() == nil && errors.As(context.Cause(run), &se) {
+			return se
+		}
+		return err
+	}
 
 	br := bufio.NewReaderSize(conn, 64<<10)
 	deadline := func() { _ = conn.SetDeadline(time.Now().Add(timeout)) }
@@ -86,6 +109,12 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	if _, err := io.WriteString(conn, "*1\r\n$4\r\nSYNC\r\n"); err != nil {
 		return res, fmt.Errorf("SYNC on %s: %w", src.Addr, err)
 	}
+	w := &watchdog{src: src, syncAt: time.Now(), giveUp: giveUp}
+	w.size.Store(-1)
+	watched := make(chan struct{})
+	go func() { defer close(watched); w.run(run) }()
+	defer func() { <-watched }()
+	defer giveUp(nil)
 	// Newlines keep the connection alive while the source forks; then
 	// $<size>, or an error.
 	var size int64
@@ -93,7 +122,7 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 		deadline()
 		line, err := br.ReadString('\n')
 		if err != nil {
-			return res, fmt.Errorf("waiting for the snapshot of %s: %w", src.Addr, err)
+			return res, stalled(fmt.Errorf("waiting for the snapshot of %s: %w", src.Addr, err))
 		}
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" {
@@ -111,19 +140,20 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 		}
 		break
 	}
+	w.size.Store(size)
 
 	hash := sha256.New()
 	head := &prefix{max: headerBytes}
 	body := io.TeeReader(&deadlineReader{r: io.LimitReader(br, size), arm: deadline}, io.MultiWriter(hash, head))
-	counted := &countingReader{r: body}
-	if err := put(ctx, counted, size); err != nil {
+	counted := &countingReader{r: body, n: &w.received}
+	if err := put(run, counted, size); err != nil {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("aborted: %w", context.Cause(ctx))
 		}
-		return res, err
+		return res, stalled(err)
 	}
-	if counted.n != size {
-		return res, fmt.Errorf("the snapshot of %s ended after %d of %d bytes", src.Addr, counted.n, size)
+	if n := counted.n.Load(); n != size {
+		return res, stalled(fmt.Errorf("the snapshot of %s ended after %d of %d bytes", src.Addr, n, size))
 	}
 	res = Result{Size: size, Checksum: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
 	// The dump is stored either way; a header this reader does not know
@@ -162,11 +192,72 @@ func (d *deadlineReader) Read(b []byte) (int, error) {
 
 type countingReader struct {
 	r io.Reader
-	n int64
+	n *atomic.Int64
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
+}
+
+// watchdog gives an attempt up when it makes no progress for the stall
+// timeout, and reports its progress.
+type watchdog struct {
+	src            Source
+	syncAt         time.Time
+	giveUp         context.CancelCauseFunc
+	received, size atomic.Int64
+}
+
+func (w *watchdog) run(ctx context.Context) {
+	limit := w.src.StallTimeout
+	if limit <= 0 {
+		limit = DefaultStallTimeout
+	}
+	every := min(max(limit/10, 50*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	p := Progress{Size: -1, Last: w.syncAt}
+	var lastKeys int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if r := w.received.Load(); r != p.Received {
+			p.Received, p.Last = r, now
+		}
+		p.Size = w.size.Load()
+		if p.Size < 0 {
+			// Redis writes the whole snapshot before it sends a byte: a
+			// save that started after this SYNC is this attempt's (or one
+			// it attached to), and each key it writes is progress. A save
+			// that was running before, or an AOF rewrite, is not.
+			st, err := ReadSaveState(ctx, w.src.Addr, w.src.Password, every)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				p.Source = st
+				ours := st.Saving && time.Duration(st.SaveSeconds)*time.Second <= now.Sub(w.syncAt)+time.Second
+				if ours && st.KeysSaved >= 0 && st.KeysSaved != lastKeys {
+					lastKeys, p.Last = st.KeysSaved, now
+				}
+			}
+		}
+		if w.src.OnProgress != nil {
+			w.src.OnProgress(p)
+		}
+		if now.Sub(p.Last) >= limit {
+			se := &StallError{Addr: w.src.Addr, Timeout: limit, Progress: p}
+			if p.Size < 0 {
+				se.State, se.StateErr = ReadSaveState(ctx, w.src.Addr, w.src.Password, every*2)
+			}
+			w.giveUp(se)
+			return
+		}
+	}
 }

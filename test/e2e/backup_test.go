@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -231,23 +232,28 @@ func TestFailoverAbortsABackupThatIsRetried(t *testing.T) {
 	cc := loadExample(t, "basic", ns)
 	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
 	cc.Spec.Backup.S3 = target
-	cc.Spec.Config = map[string]cachev1alpha1.ConfigValue{"rdb-key-save-delay": "2000"} // µs per key
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	before := waitReplicating(g, cc)
 	pw := password(g, ns, "basic")
-	mc := redisAt(pod(g, ns, before.Status.CurrentMaster).Status.PodIP, pw)
-	pipe := mc.Pipeline()
-	for i := range 3000 {
-		pipe.Set(ctx, fmt.Sprintf("preload:%d", i), i, 0)
+	// A test-only parameter, so not one spec.config accepts: set on every
+	// pod directly (no pod restarts in this test, so it stays).
+	for i := range 3 {
+		rc := redisAt(pod(g, ns, fmt.Sprintf("basic-%d", i)).Status.PodIP, pw)
+		g.Expect(rc.ConfigSet(ctx, "rdb-key-save-delay", "2000").Err()).To(Succeed()) // µs per key
+		_ = rc.Close()
 	}
-	_, err := pipe.Exec(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2))
-	mc.Close()
+	preload(g, before.Status.CurrentMaster, ns, pw, failoverPreload)
 	masters := watchMasters(t, ns)
 	t.Cleanup(masters.stop)
-	w := startWorkload(ns, "basic", pw)
+	// At most 50 writes a second: each dump holds the preload plus what
+	// the writer added, so how long the slowed dumps take (2 ms a key)
+	// does not grow with the machine's speed (an unbounded writer added
+	// thousands of keys a second, and the retried dump outlasted the
+	// test). 10,000 keys make the first dump last 20 s, long enough for
+	// the failover to abort it.
+	w := startWorkloadEvery(ns, "basic", pw, 20*time.Millisecond)
 	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+	started := time.Now()
 
 	name := backupNow(g, ns, "basic")
 	g.Eventually(func(g Gomega) {
@@ -274,12 +280,142 @@ func TestFailoverAbortsABackupThatIsRetried(t *testing.T) {
 	}, 3*limits.PodRestart, limits.Poll).Should(Succeed())
 	cb := getBackup(g, ns, name)
 	g.Expect(cb.Status.Attempts).To(BeNumerically(">=", 2), "the aborted attempt and the one that completed")
-	g.Expect(cb.Status.Keys).To(BeNumerically(">=", 3000))
+	g.Expect(cb.Status.Keys).To(BeNumerically(">=", failoverPreload))
+	g.Expect(cb.Status.Keys).To(BeNumerically("<", failoverPreload+int64(60*time.Since(started).Seconds())), "the writer adds at most 50 keys a second")
+	g.Expect(cb.Status.BytesReceived).To(Equal(cb.Status.Size))
+	after := &cachev1alpha1.CacheCluster{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), after)).To(Succeed())
+	g.Expect(cb.Status.SourcePod).NotTo(Equal(after.Status.CurrentMaster), "the retry is taken from a replica of the new master")
 	aborted := eventsByReason(g, ns)[cachev1alpha1.EventBackupAborted]
 	g.Expect(aborted).NotTo(BeEmpty())
-	g.Expect(aborted[0].Message).To(ContainSubstring("failover"))
-	t.Logf("backup %s completed after %d attempts from %s (%d keys)", name, cb.Status.Attempts, cb.Status.SourcePod, cb.Status.Keys)
+	var byFailover []string
+	for _, e := range aborted {
+		if strings.Contains(e.Message, "failover") {
+			byFailover = append(byFailover, e.Message)
+		}
+		t.Logf("BackupAborted: %s", e.Message)
+	}
+	g.Expect(byFailover).NotTo(BeEmpty(), "the failover aborted the attempt")
+	t.Logf("backup %s completed after %d attempts from %s (%s; %d keys) in %s", name, cb.Status.Attempts, cb.Status.SourcePod,
+		cb.Status.SourceReason, cb.Status.Keys, cb.Status.CompletionTime.Sub(cb.CreationTimestamp.Time))
 	w.finish(t, g, masters)
+}
+
+// failoverPreload is how many keys TestFailoverAbortsABackupThatIsRetried
+// writes before its writer starts.
+const failoverPreload = 10000
+
+// preload writes n keys to the master and waits until both replicas
+// have them.
+func preload(g Gomega, master, ns, pw string, n int) {
+	ctx := context.Background()
+	mc := redisAt(pod(g, ns, master).Status.PodIP, pw)
+	defer mc.Close()
+	pipe := mc.Pipeline()
+	for i := range n {
+		pipe.Set(ctx, fmt.Sprintf("preload:%d", i), i, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2))
+}
+
+// A backup passes over a replica busy with a background save; when that
+// replica is the only one in sync, the attempt that waits on it is aborted
+// after the stall timeout, saying why, and retried from the other replica
+// once it is back.
+func TestABackupStalledOnABusySourceIsRetriedElsewhere(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-backup-stall"
+	newNamespace(t, ns)
+	target, _ := backupTarget(g, ns, "stall")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	cc.Spec.Backup.S3 = target
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	preload(g, before.Status.CurrentMaster, ns, pw, 3000)
+	var replicas []string
+	for _, n := range before.Status.Nodes {
+		if n.PodName != before.Status.CurrentMaster {
+			replicas = append(replicas, n.PodName)
+		}
+	}
+	sort.Strings(replicas)
+	g.Expect(replicas).To(HaveLen(2))
+	// The lower ordinal is the one chosen among equals: make it busy.
+	busy, other := replicas[0], replicas[1]
+
+	// A save of 3,000 keys at 100 ms a key keeps busy saving for five
+	// minutes; the delay is the save's own, so it is set back at once.
+	bc := redisAt(pod(g, ns, busy).Status.PodIP, pw)
+	defer bc.Close()
+	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "100000").Err()).To(Succeed())
+	g.Expect(bc.BgSave(ctx).Err()).To(Succeed())
+	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "0").Err()).To(Succeed())
+	time.Sleep(2 * time.Second) // a few probes (every 250 ms) see it saving
+
+	// 1. The choice: the idle replica.
+	chosen := backupNow(g, ns, "basic", "--wait=2m")
+	cb := getBackup(g, ns, chosen)
+	g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted), cb.Status.Message)
+	g.Expect(cb.Status.SourcePod).To(Equal(other))
+	g.Expect(cb.Status.SourceReason).To(ContainSubstring(busy + " is busy with a background save"))
+	g.Expect(cb.Status.Attempts).To(BeEquivalentTo(1))
+	t.Logf("backup %s from %s: %s", chosen, cb.Status.SourcePod, cb.Status.SourceReason)
+
+	// 2. The stall: with the other replica frozen (not Ready), the busy
+	// one is the only source; the attempt gets no snapshot from it.
+	g.Expect(env.Freeze(ns, other, "redis")).To(Succeed())
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = env.Thaw(ns, other, "redis")
+		}
+	}()
+	g.Eventually(func(g Gomega) {
+		live := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), live)).To(Succeed())
+		for _, n := range live.Status.Nodes {
+			if n.PodName == other {
+				g.Expect(n.Ready).To(BeFalse())
+			}
+		}
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	name := backupNow(g, ns, "basic")
+	g.Eventually(func(g Gomega) {
+		cb := getBackup(g, ns, name)
+		g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupRunning))
+		g.Expect(cb.Status.SourcePod).To(Equal(busy))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	stalledAt := time.Now()
+	g.Expect(getBackup(g, ns, name).Status.SourceReason).To(ContainSubstring("the only in-sync replica, although it is busy with a background save"))
+	g.Expect(env.Thaw(ns, other, "redis")).To(Succeed())
+	thawed = true
+
+	g.Eventually(func(g Gomega) {
+		cb := getBackup(g, ns, name)
+		g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted), cb.Status.Message)
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	cb = getBackup(g, ns, name)
+	g.Expect(cb.Status.Attempts).To(BeEquivalentTo(2), "the stalled attempt and the one that completed")
+	g.Expect(cb.Status.StalledSources).To(Equal([]string{busy}))
+	g.Expect(cb.Status.SourcePod).To(Equal(other))
+	g.Expect(cb.Status.Keys).To(BeEquivalentTo(3000))
+	g.Expect(cb.Status.BytesReceived).To(Equal(cb.Status.Size))
+	var stalls []string
+	for _, e := range eventsByReason(g, ns)[cachev1alpha1.EventBackupAborted] {
+		stalls = append(stalls, e.Message)
+	}
+	g.Expect(stalls).To(ConsistOf(And(
+		ContainSubstring("Backup "+name+": attempt 1 aborted: no progress for "+backupStallTimeout.String()),
+		ContainSubstring(busy+" is busy with a background save"),
+	)))
+	t.Logf("BackupAborted: %s", stalls[0])
+	t.Logf("backup %s completed %s after the stalled attempt started, from %s: %s", name, cb.Status.CompletionTime.Sub(stalledAt).Round(time.Second), cb.Status.SourcePod, cb.Status.SourceReason)
+	g.Expect(condition(g, ns, "basic", cachev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "the cluster kept serving")
 }
 
 // Backups that cannot be stored say so on the cluster, which keeps

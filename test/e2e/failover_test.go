@@ -40,10 +40,19 @@ type workload struct {
 	failures int
 	stop     chan struct{}
 	done     chan struct{}
+	// every, when set, is the least time between two writes: it bounds
+	// the keys the workload adds, whatever the machine's speed.
+	every time.Duration
 }
 
 func startWorkload(ns, cluster, password string) *workload {
-	w := &workload{ns: ns, cluster: cluster, password: password, waitMs: 500, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	return startWorkloadEvery(ns, cluster, password, 0)
+}
+
+// startWorkloadEvery starts a workload that writes at most once every
+// interval (0: as fast as it can).
+func startWorkloadEvery(ns, cluster, password string, every time.Duration) *workload {
+	w := &workload{ns: ns, cluster: cluster, password: password, waitMs: 500, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{}), every: every}
 	go w.run()
 	return w
 }
@@ -87,7 +96,16 @@ func (w *workload) run() {
 			_ = rc.Close()
 		}
 	}()
+	var last time.Time
 	for i := 0; ; i++ {
+		if w.every > 0 {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(time.Until(last.Add(w.every))):
+			}
+			last = time.Now()
+		}
 		select {
 		case <-w.stop:
 			return

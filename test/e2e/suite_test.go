@@ -44,6 +44,11 @@ var limits = struct {
 	Poll:         250 * time.Millisecond,
 }
 
+// backupStallTimeout is the manager's --backup-stall-timeout in the suite:
+// shorter than the default, so a stalled backup is given up within a
+// test's time. A healthy save reports progress every second.
+const backupStallTimeout = 20 * time.Second
+
 var (
 	stateDir   string
 	managerBin string
@@ -214,7 +219,8 @@ func startManager(bin, dir string, extra ...string) error {
 	l.Close()
 	// Short self-healing thresholds so the suite can watch them act.
 	args := []string{"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0",
-		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s", "--recommend-after=10s"}
+		"--recreate-not-ready-after=20s", "--majority-down-after=10s", "--upgrade-step-deadline=30s", "--recommend-after=10s",
+		"--backup-stall-timeout=" + backupStallTimeout.String()}
 	// CACHEOPS_E2E_MANAGER_ARGS adds flags, e.g. --zap-log-level=debug.
 	args = append(args, strings.Fields(os.Getenv("CACHEOPS_E2E_MANAGER_ARGS"))...)
 	args = append(args, extra...)
