@@ -20,16 +20,15 @@ import (
 func (c *CacheCluster) UnmarshalJSON(data []byte) error {
 	type plain CacheCluster
 	var p plain
-	err := kjson.UnmarshalCaseSensitivePreserveInts(data, &p)
-	if err == nil {
-		*c = CacheCluster(p)
-		return nil
-	}
-	meta, merr := decodeMeta(data)
-	if merr != nil {
+	meta, decodeErr, err := decodeOrMeta(data, &p)
+	if err != nil {
 		return err
 	}
-	*c = CacheCluster{TypeMeta: meta.TypeMeta, ObjectMeta: meta.ObjectMeta, DecodeError: describeDecodeError(err)}
+	if decodeErr != "" {
+		*c = CacheCluster{TypeMeta: meta.TypeMeta, ObjectMeta: meta.ObjectMeta, DecodeError: decodeErr}
+		return nil
+	}
+	*c = CacheCluster(p)
 	return nil
 }
 
@@ -37,23 +36,31 @@ func (c *CacheCluster) UnmarshalJSON(data []byte) error {
 func (b *CacheBackup) UnmarshalJSON(data []byte) error {
 	type plain CacheBackup
 	var p plain
-	err := kjson.UnmarshalCaseSensitivePreserveInts(data, &p)
-	if err == nil {
-		*b = CacheBackup(p)
-		return nil
-	}
-	meta, merr := decodeMeta(data)
-	if merr != nil {
+	meta, decodeErr, err := decodeOrMeta(data, &p)
+	if err != nil {
 		return err
 	}
-	*b = CacheBackup{TypeMeta: meta.TypeMeta, ObjectMeta: meta.ObjectMeta, DecodeError: describeDecodeError(err)}
+	if decodeErr != "" {
+		*b = CacheBackup{TypeMeta: meta.TypeMeta, ObjectMeta: meta.ObjectMeta, DecodeError: decodeErr}
+		return nil
+	}
+	*b = CacheBackup(p)
 	return nil
 }
 
-func decodeMeta(data []byte) (metav1.PartialObjectMetadata, error) {
-	var m metav1.PartialObjectMetadata
-	err := kjson.UnmarshalCaseSensitivePreserveInts(data, &m)
-	return m, err
+// decodeOrMeta decodes data into into (a type without UnmarshalJSON, so
+// this does not recurse). If that fails, it decodes the metadata alone and
+// returns it with the reason; err is set only when not even the metadata
+// decodes (not a Kubernetes object at all).
+func decodeOrMeta(data []byte, into any) (meta metav1.PartialObjectMetadata, decodeErr string, err error) {
+	full := kjson.UnmarshalCaseSensitivePreserveInts(data, into)
+	if full == nil {
+		return meta, "", nil
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &meta); err != nil {
+		return meta, "", full
+	}
+	return meta, describeDecodeError(full), nil
 }
 
 // describeDecodeError names the field and the value's problem, e.g.

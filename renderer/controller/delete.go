@@ -18,7 +18,8 @@ import (
 // the CacheCluster go. It deletes explicitly instead of leaving it to the
 // garbage collector, so the outcome does not depend on which controllers the
 // cluster runs, and it runs even when the cluster is paused: a person asked
-// for the deletion.
+// for the deletion. A cluster whose stored object does not decode keeps its
+// PersistentVolumeClaims: its retainOnDelete cannot be read.
 func (r *Reconciler) reconcileDelete(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
 	if !controllerutil.ContainsFinalizer(cc, cachev1alpha1.Finalizer) {
 		return nil
@@ -36,7 +37,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cc *cachev1alpha1.Cach
 	}
 
 	pvcs := 0
-	if !cc.Spec.Storage.RetainOnDelete {
+	retain := cc.Spec.Storage.RetainOnDelete || cc.DecodeError != ""
+	if !retain {
 		// PVCs are created by the StatefulSet controller from the claim
 		// template, which carries the cluster label; read them directly, we
 		// do not cache PVCs.
@@ -58,12 +60,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cc *cachev1alpha1.Cach
 		}
 	}
 
-	if cc.Spec.Storage.RetainOnDelete {
+	switch {
+	case cc.DecodeError != "":
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonDeleting, "Delete",
+			"Deleted %d object(s); PersistentVolumeClaims kept because the stored spec does not decode (delete them by hand if the data is not needed)", len(children))
+	case cc.Spec.Storage.RetainOnDelete:
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonDeleting, "Delete", "Deleted %d object(s); PersistentVolumeClaims kept (storage.retainOnDelete)", len(children))
-	} else {
+	default:
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonDeleting, "Delete", "Deleted %d object(s) and %d PersistentVolumeClaim(s)", len(children), pvcs)
 	}
-	log.Info("Deleted cluster objects", "objects", len(children), "pvcs", pvcs, "retainPVCs", cc.Spec.Storage.RetainOnDelete)
+	log.Info("Deleted cluster objects", "objects", len(children), "pvcs", pvcs, "retainPVCs", retain)
 
 	patch := client.MergeFrom(cc.DeepCopy())
 	controllerutil.RemoveFinalizer(cc, cachev1alpha1.Finalizer)

@@ -9,17 +9,16 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/test/crdtest"
 )
 
 // One team's manifest must never hurt another team's cluster. These are the
@@ -173,11 +172,12 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 
-	bad := unstructuredCC(g, ns, "legacy", "version: '7.0.15'\nhighAvailability: {probeTimeoutSeconds: fast}")
-	bad.SetFinalizers([]string{cachev1alpha1.Finalizer})
-	withLooseCRD(g, func() {
-		g.Eventually(func() error { return k8s.Create(ctx, bad.DeepCopy()) }, timeout, interval).Should(Succeed())
-	})
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.cacheops.io/v1alpha1", "kind": "CacheCluster",
+		"metadata": map[string]any{"name": "legacy", "namespace": ns, "finalizers": []any{cachev1alpha1.Finalizer}},
+		"spec":     crdtest.Undecodable(),
+	}}
+	g.Expect(crdtest.CreateUndecodable(ctx, testEnv.Config, bad, timeout)).To(Succeed())
 
 	good := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, good)).To(Succeed())
@@ -188,8 +188,8 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 	got := &cachev1alpha1.CacheCluster{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, got)).To(Succeed())
-		g.Expect(got.DecodeError).To(ContainSubstring("spec.highAvailability.probeTimeoutSeconds"))
-		g.Expect(hasEvent(g, ns, "legacy", cachev1alpha1.ReasonDecodeFailed, "spec.highAvailability.probeTimeoutSeconds")).To(BeTrue())
+		g.Expect(got.DecodeError).To(ContainSubstring(crdtest.UndecodableField))
+		g.Expect(hasEvent(g, ns, "legacy", cachev1alpha1.ReasonDecodeFailed, crdtest.UndecodableField)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	// Nothing was rendered for it.
 	g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, &appsv1.StatefulSet{}))).To(BeTrue())
@@ -202,7 +202,7 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 		found := false
 		for _, c := range conds {
 			m := c.(map[string]any)
-			if m["type"] == cachev1alpha1.ConditionStalled && m["reason"] == cachev1alpha1.ReasonDecodeFailed && strings.Contains(fmt.Sprint(m["message"]), "spec.highAvailability.probeTimeoutSeconds") {
+			if m["type"] == cachev1alpha1.ConditionStalled && m["reason"] == cachev1alpha1.ReasonDecodeFailed && strings.Contains(fmt.Sprint(m["message"]), crdtest.UndecodableField) {
 				found = true
 			}
 		}
@@ -215,44 +215,6 @@ func TestAnUndecodableClusterDoesNotStopTheOthers(t *testing.T) {
 	}, timeout, interval).Should(BeTrue(), "the deletion of an undecodable cluster completes")
 }
 
-// withLooseCRD runs fn while the CacheCluster CRD accepts any spec, as an
-// older version of it might have, then puts today's CRD back.
-func withLooseCRD(g Gomega, fn func()) {
-	ctx := context.Background()
-	key := client.ObjectKey{Name: "cacheclusters.cache.cacheops.io"}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(k8s.Get(ctx, key, crd)).To(Succeed())
-	strict := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.DeepCopy()
-	loose := strict.DeepCopy()
-	loose.XValidations = nil
-	loose.Properties["spec"] = apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
-	set := func(s *apiextensionsv1.JSONSchemaProps) {
-		g.Eventually(func() error {
-			c := &apiextensionsv1.CustomResourceDefinition{}
-			if err := k8s.Get(ctx, key, c); err != nil {
-				return err
-			}
-			c.Spec.Versions[0].Schema.OpenAPIV3Schema = s
-			return k8s.Update(ctx, c)
-		}, timeout, interval).Should(Succeed())
-	}
-	set(loose)
-	defer func() {
-		set(strict)
-		// The API server switches schemas a moment after the update: wait
-		// until today's schema refuses what the loose one took.
-		probe := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "cache.cacheops.io/v1alpha1", "kind": "CacheCluster",
-			"metadata": map[string]any{"name": "schema-probe", "namespace": "default"},
-			"spec":     map[string]any{"version": "7.0.15", "highAvailability": map[string]any{"probeTimeoutSeconds": "fast"}},
-		}}
-		g.Eventually(func() error {
-			return k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		}, timeout, interval).ShouldNot(Succeed())
-	}()
-	fn()
-}
-
 func hasEvent(g Gomega, ns, name, reason, contains string) bool {
 	list := &corev1.EventList{}
 	g.Expect(k8s.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
@@ -261,7 +223,6 @@ func hasEvent(g Gomega, ns, name, reason, contains string) bool {
 			return true
 		}
 	}
-	// The events.k8s.io API, which the operator's recorder writes.
 	return false
 }
 
@@ -327,7 +288,7 @@ func ctrlSetOwner(owner *cachev1alpha1.CacheCluster, obj metav1.Object) error {
 		return err
 	}
 	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "CacheCluster",
-		Name: got.Name, UID: types.UID(got.UID), Controller: ptr.To(true)}})
+		Name: got.Name, UID: got.UID, Controller: ptr.To(true)}})
 	return nil
 }
 

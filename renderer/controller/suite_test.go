@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -92,9 +91,6 @@ func runSuite(m *testing.M) int {
 		panic(err)
 	}
 	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
 

@@ -2,13 +2,11 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -17,12 +15,13 @@ import (
 // decode (written under an older CRD or by hand): its spec is unknown, so
 // nothing is rendered, applied or pruned. The object is reported, by an
 // Event and, where the API server lets the status be written, Stalled with
-// the decoder's words; its deletion still completes. The other clusters are
+// the decoder's words; its deletion still completes (reconcileDelete, which
+// keeps its PersistentVolumeClaims). The other clusters are
 // not affected: the informer keeps serving them (api/v1alpha1/decode.go).
 func (r *Reconciler) reconcileUndecodable(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
 	log := ctrl.LoggerFrom(ctx)
 	if !cc.DeletionTimestamp.IsZero() {
-		return r.deleteUndecodable(ctx, cc)
+		return r.reconcileDelete(ctx, cc)
 	}
 	msg := "The operator cannot read this CacheCluster: " + cc.DecodeError
 	log.Info("Cluster does not decode; not reconciling it", "error", cc.DecodeError)
@@ -38,33 +37,6 @@ func (r *Reconciler) reconcileUndecodable(ctx context.Context, cc *cachev1alpha1
 		// The API server may refuse any write to an object that does not
 		// match the schema; the Event and the log still say what is wrong.
 		log.Info("Cannot write the status of an undecodable cluster", "error", err.Error())
-	}
-	return nil
-}
-
-// deleteUndecodable lets an undecodable CacheCluster go: its children
-// (found by label and owner UID, which need no spec) are deleted, its
-// PersistentVolumeClaims are kept because spec.storage.retainOnDelete cannot
-// be read, and the finalizer is removed.
-func (r *Reconciler) deleteUndecodable(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
-	if !controllerutil.ContainsFinalizer(cc, cachev1alpha1.Finalizer) {
-		return nil
-	}
-	children, err := r.listChildren(ctx, cc)
-	if err != nil {
-		return err
-	}
-	for _, child := range children {
-		if err := r.Client.Delete(ctx, child, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s %s: %w", child.GetObjectKind().GroupVersionKind().Kind, child.GetName(), err)
-		}
-	}
-	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.ReasonDeleting, "Delete",
-		"Deleted %d object(s); PersistentVolumeClaims kept because the stored spec does not decode (delete them by hand if the data is not needed)", len(children))
-	patch := client.MergeFrom(cc.DeepCopy())
-	controllerutil.RemoveFinalizer(cc, cachev1alpha1.Finalizer)
-	if err := r.Client.Patch(ctx, cc, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer: %w", err)
 	}
 	return nil
 }

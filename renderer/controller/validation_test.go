@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -56,15 +54,7 @@ func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			spec := map[string]any{}
-			g.Expect(yaml.Unmarshal([]byte(tt.spec), &spec)).To(Succeed())
-			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "cache.cacheops.io/v1alpha1",
-				"kind":       "CacheCluster",
-				"metadata":   map[string]any{"name": "bad", "namespace": ns},
-				"spec":       spec,
-			}}
-			err := k8s.Create(context.Background(), obj)
+			err := k8s.Create(context.Background(), unstructuredCC(g, ns, "bad", tt.spec))
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tt.wantErr))
 		})
