@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/plan"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -46,13 +48,13 @@ const (
 )
 
 // Reconciler is the day-two controller of replication mode: it observes
-// every pod's Redis through the Prober, asks Plan for the next step and
+// every pod's Redis through the probe.Prober, asks Plan for the next step and
 // takes exactly one step per reconcile.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Prober    *Prober
+	Prober    *probe.Prober
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// RecreateAfter overrides how long a pod may stay not-Ready before it
@@ -73,7 +75,7 @@ type Reconciler struct {
 	// manager's --fault-exit-after-step uses it to crash at a chosen point
 	// of an operation, so a test can prove a restarted operator finishes
 	// the operation it recorded.
-	AfterStep func(Action)
+	AfterStep func(plan.Action)
 
 	// userSecrets remembers passwords read from users' Secrets, which are
 	// not in the label-filtered cache, so a reconcile every probe period
@@ -139,23 +141,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	timeout := probeTimeout(cc)
-	var targets []Target
-	var states []PodState
+	var targets []probe.Target
+	var states []plan.PodState
 	for _, p := range pods.Items {
 		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
-			targets = append(targets, Target{Pod: p.Name, IP: p.Status.PodIP})
+			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP})
 		}
 	}
 	r.Prober.Ensure(cc, targets, password, probePeriod(timeout))
 	if ro := cc.Status.Rollout; ro != nil {
 		// Ordinals scaled away are forgotten: a pod made there later
 		// starts on a new volume, which is no loss.
-		r.Prober.ForgetRuns(req.NamespacedName, func(pod string) bool { return (PodState{Name: pod}).Ordinal() < int(ro.Replicas) })
+		r.Prober.ForgetRuns(req.NamespacedName, func(pod string) bool { return (plan.PodState{Name: pod}).Ordinal() < int(ro.Replicas) })
 	}
 	obs := r.Prober.Observations(req.NamespacedName)
 	for _, p := range pods.Items {
 		o, seen := obs[p.Name]
-		st := PodState{
+		st := plan.PodState{
 			Name: p.Name, UID: p.UID, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
 			Deleting: !p.DeletionTimestamp.IsZero(), Observed: seen && o.IP == p.Status.PodIP, Obs: o,
 		}
@@ -173,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	recordMetrics(req.NamespacedName, cc.Status.CurrentMaster, states)
 
-	snap := Snapshot{
+	snap := plan.Snapshot{
 		Name: cc.Name, Now: r.now(), ProbeTimeout: timeout,
 		AutoFailover:  autoFailover(cc),
 		CurrentMaster: cc.Status.CurrentMaster,
@@ -190,7 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		snap.Approved = ro.RolloutValues.DeepCopy()
 		snap.Blocked = ro.Blocked
 	}
-	if inSwitchover(cc.Status.Operation) {
+	if plan.InSwitchover(cc.Status.Operation) {
 		r.mu.Lock()
 		snap.SwitchoverIssuedAt = r.issued[req.NamespacedName]
 		r.mu.Unlock()
@@ -213,31 +215,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.Error(err, "Scheduling a backup")
 	}
-	action := Plan(snap)
-	if m, ok := snap.pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
+	action := plan.Next(snap)
+	if m, ok := snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
 		// Reporting must not hold up a step (a failover least of all).
 		if err := r.recommend(ctx, cc, m.Obs); err != nil && !apierrors.IsConflict(err) {
 			log.Error(err, "Updating recommendations")
 		}
 	}
-	if err := r.setQueued(ctx, cc, Queued(snap)); err != nil && !apierrors.IsConflict(err) {
-		log.Error(err, "Updating the Queued condition")
+	if err := r.setQueued(ctx, cc, plan.Queued(snap)); err != nil && !apierrors.IsConflict(err) {
+		log.Error(err, "Updating the plan.Queued condition")
 	}
 	if cc.Status.Operation != nil {
 		log = log.WithValues("operation", cc.Status.Operation.ID)
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 	switch action.Type {
-	case ActionNone:
+	case plan.ActionNone:
 		if nextBackup > 0 && nextBackup < steadyRecheck {
 			return ctrl.Result{RequeueAfter: nextBackup}, nil
 		}
 		return ctrl.Result{RequeueAfter: steadyRecheck}, nil
-	case ActionWait:
+	case plan.ActionWait:
 		log.V(1).Info("Waiting", "action", action.String())
 		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
 	}
-	if cc.Status.Operation == nil && action.Type == ActionStartOperation {
+	if cc.Status.Operation == nil && action.Type == plan.ActionStartOperation {
 		log = log.WithValues("operation", action.Operation.Type)
 	}
 	log.Info("Taking step", "action", action.String())
@@ -253,13 +255,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Plan the next step on the effect of this one: look again at the pods
 	// whose Redis it changed.
-	changed := map[ActionType][]string{
-		ActionPromote: {action.Pod}, ActionRepoint: {action.Pod}, ActionFence: {action.Pod},
-		ActionGracefulSwitchover: {action.Pod, action.Master},
+	changed := map[plan.ActionType][]string{
+		plan.ActionPromote: {action.Pod}, plan.ActionRepoint: {action.Pod}, plan.ActionFence: {action.Pod},
+		plan.ActionGracefulSwitchover: {action.Pod, action.Master},
 	}
 	for _, name := range changed[action.Type] {
-		if p, ok := snap.pod(name); ok {
-			r.Prober.Refresh(ctx, req.NamespacedName, Target{Pod: p.Name, IP: p.IP}, timeout)
+		if p, ok := snap.Pod(name); ok {
+			r.Prober.Refresh(ctx, req.NamespacedName, probe.Target{Pod: p.Name, IP: p.IP}, timeout)
 		}
 	}
 	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
@@ -273,20 +275,20 @@ func (r *Reconciler) now() time.Time {
 }
 
 // execute takes one step.
-func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
+func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) error {
 	log := ctrl.LoggerFrom(ctx)
 	if ok, err := r.executeRestore(ctx, cc, snap, a, pw); ok {
 		return err
 	}
 	switch a.Type {
-	case ActionBootstrap:
+	case plan.ActionBootstrap:
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMaster = a.Pod }); err != nil {
 			return err
 		}
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
 		return nil
 
-	case ActionStartFailover:
+	case plan.ActionStartFailover:
 		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
 			r.backups.abort(client.ObjectKeyFromObject(cc), errFailover)
 		}
@@ -308,14 +310,14 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFailoverStarted, "Failover", "Failover %s: %s; promoting %s", id, a.Reason, a.Pod)
 		return nil
 
-	case ActionUnlabel:
+	case plan.ActionUnlabel:
 		return r.setRole(ctx, cc.Namespace, a.Pod, "")
-	case ActionLabelMaster:
+	case plan.ActionLabelMaster:
 		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleMaster)
-	case ActionLabelReplica:
+	case plan.ActionLabelReplica:
 		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleReplica)
 
-	case ActionPromote:
+	case plan.ActionPromote:
 		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationFailover {
 			// Decide on fresh offsets, not on the last probe: a replica may
 			// have received more of the stream since.
@@ -328,16 +330,16 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 				})
 			}
 		}
-		p, _ := snap.pod(a.Pod)
+		p, _ := snap.Pod(a.Pod)
 		return replicaOf(ctx, p.IP, pw, "NO", "ONE")
 
-	case ActionRepoint, ActionFence:
-		p, _ := snap.pod(a.Pod)
-		m, ok := snap.pod(a.Master)
+	case plan.ActionRepoint, plan.ActionFence:
+		p, _ := snap.Pod(a.Pod)
+		m, ok := snap.Pod(a.Master)
 		if !ok || m.IP == "" {
 			return fmt.Errorf("master %s has no address", a.Master)
 		}
-		if op := cc.Status.Operation; a.Type == ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" && !oldMasterAnswers(snap, op) {
+		if op := cc.Status.Operation; a.Type == plan.ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" && !oldMasterAnswers(snap, op) {
 			// Detaching a replica before the promotion, the old master
 			// silent: the offsets stand still, and the replica must not
 			// hold more of the stream than the target, or following the
@@ -346,18 +348,18 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 			// old master answers, both receive the same stream from it and
 			// the target catches up with whatever the replica is ahead.)
 			key := client.ObjectKeyFromObject(cc)
-			fp := ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
-			fm := ProbeOnce(ctx, Target{Pod: m.Name, IP: m.IP}, pw, snap.ProbeTimeout)
-			if !fp.Reachable || !fm.Reachable || moreHistory(PodState{Obs: fp}, PodState{Obs: fm}) {
-				r.Prober.Refresh(ctx, key, Target{Pod: p.Name, IP: p.IP}, snap.ProbeTimeout)
-				r.Prober.Refresh(ctx, key, Target{Pod: m.Name, IP: m.IP}, snap.ProbeTimeout)
+			fp := probe.ProbeOnce(ctx, probe.Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
+			fm := probe.ProbeOnce(ctx, probe.Target{Pod: m.Name, IP: m.IP}, pw, snap.ProbeTimeout)
+			if !fp.Reachable || !fm.Reachable || plan.MoreHistory(plan.PodState{Obs: fp}, plan.PodState{Obs: fm}) {
+				r.Prober.Refresh(ctx, key, probe.Target{Pod: p.Name, IP: p.IP}, snap.ProbeTimeout)
+				r.Prober.Refresh(ctx, key, probe.Target{Pod: m.Name, IP: m.IP}, snap.ProbeTimeout)
 				return fmt.Errorf("not detaching %s: it holds offset %d, the failover target %s %d (or one did not answer)", a.Pod, fp.Offset, a.Master, fm.Offset)
 			}
 		}
 		if err := replicaOf(ctx, p.IP, pw, m.IP, "6379"); err != nil {
 			return err
 		}
-		if a.Type == ActionFence {
+		if a.Type == plan.ActionFence {
 			// Clients still connected to it (a Service's endpoints change,
 			// open connections stay) would write to a replica: drop them so
 			// they reconnect to the master.
@@ -368,7 +370,7 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		}
 		return nil
 
-	case ActionRecreate:
+	case plan.ActionRecreate:
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: a.Pod}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, p)); err != nil {
 			return err
@@ -376,7 +378,7 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPodRecreated, "Recreate", "Deleted %s (%s); its StatefulSet recreates it on the same volume", a.Pod, a.Reason)
 		return nil
 
-	case ActionCompleteFailover:
+	case plan.ActionCompleteFailover:
 		op := cc.Status.Operation
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			st.CurrentMaster = a.Pod
@@ -394,32 +396,32 @@ func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster
 	return r.executeOperation(ctx, cc, snap, a, pw)
 }
 
-func oldMasterAnswers(snap Snapshot, op *cachev1alpha1.OperationStatus) bool {
-	p, ok := snap.pod(op.FromPod)
-	return ok && healthy(p)
+func oldMasterAnswers(snap plan.Snapshot, op *cachev1alpha1.OperationStatus) bool {
+	p, ok := snap.Pod(op.FromPod)
+	return ok && plan.Healthy(p)
 }
 
 // freshBest probes the failover target and the other replicas now and
 // returns a replica that holds more of the stream than the target, or "".
 // Replicas that follow the target already hold no more than it does.
-func (r *Reconciler) freshBest(ctx context.Context, snap Snapshot, op *cachev1alpha1.OperationStatus, pw string) string {
-	target, ok := snap.pod(op.ToPod)
+func (r *Reconciler) freshBest(ctx context.Context, snap plan.Snapshot, op *cachev1alpha1.OperationStatus, pw string) string {
+	target, ok := snap.Pod(op.ToPod)
 	if !ok {
 		return ""
 	}
-	target.Obs = ProbeOnce(ctx, Target{Pod: target.Name, IP: target.IP}, pw, snap.ProbeTimeout)
+	target.Obs = probe.ProbeOnce(ctx, probe.Target{Pod: target.Name, IP: target.IP}, pw, snap.ProbeTimeout)
 	target.Observed = true
-	if !healthy(target) {
+	if !plan.Healthy(target) {
 		return ""
 	}
 	best := target
-	for _, p := range sortedPods(snap) {
+	for _, p := range plan.SortedPods(snap) {
 		if p.Name == op.FromPod || p.Name == op.ToPod || p.IP == "" || p.Deleting {
 			continue
 		}
-		p.Obs = ProbeOnce(ctx, Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
+		p.Obs = probe.ProbeOnce(ctx, probe.Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
 		p.Observed = true
-		if healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP && moreHistory(p, best) {
+		if plan.Healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP && plan.MoreHistory(p, best) {
 			best = p
 		}
 	}
@@ -607,7 +609,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder(ControllerName)
 	}
 	if r.Prober == nil {
-		r.Prober = NewProber()
+		r.Prober = probe.NewProber()
 	}
 	if err := mgr.Add(stopProber{r.Prober}); err != nil {
 		return err
@@ -624,7 +626,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A disaster recovery waits for its restore ConfigMap.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
-		WatchesRawSource(source.Channel(r.Prober.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Prober.Events(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
@@ -642,7 +644,7 @@ func clusterOf(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // stopProber ends all probing when the manager stops.
-type stopProber struct{ p *Prober }
+type stopProber struct{ p *probe.Prober }
 
 func (s stopProber) Start(ctx context.Context) error {
 	<-ctx.Done()

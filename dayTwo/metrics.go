@@ -1,6 +1,8 @@
 package daytwo
 
 import (
+	"github.com/cacheops/cacheops/dayTwo/plan"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -26,11 +28,6 @@ var (
 	replicationLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cacheops_replication_lag_bytes",
 		Help: "Master replication offset minus the replica's, as last probed.",
-	}, []string{"namespace", "cluster", "pod"})
-
-	redisKeys = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cacheops_redis_keys",
-		Help: "Keys in the pod's Redis (all databases), as last probed.",
 	}, []string{"namespace", "cluster", "pod"})
 
 	podReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -77,13 +74,13 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, redisKeys, podReachable, switchovers, podRestarts, upgradeDuration,
+	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
 		backupDuration, backupSize, backupLastSuccess, backupInterval)
 }
 
 // recordMetrics exports what the last probes saw. Offsets and lag live here,
 // not in the status, because they change on every write.
-func recordMetrics(key types.NamespacedName, master string, pods []PodState) {
+func recordMetrics(key types.NamespacedName, master string, pods []plan.PodState) {
 	var masterOffset int64
 	for _, p := range pods {
 		if p.Name == master && p.Observed {
@@ -116,7 +113,7 @@ func forgetMetrics(key types.NamespacedName) {
 	podRole.DeletePartialMatch(labels)
 	replicationLag.DeletePartialMatch(labels)
 	podReachable.DeletePartialMatch(labels)
-	redisKeys.DeletePartialMatch(labels)
+	probe.ForgetMetrics(key)
 	failovers.DeletePartialMatch(labels)
 	failoverDuration.DeletePartialMatch(labels)
 	switchovers.DeletePartialMatch(labels)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -31,7 +32,7 @@ func precheckName(cc *cachev1alpha1.CacheCluster) string { return cc.Name + "-pr
 
 // observeWorkload adds the StatefulSet and the pre-check pod to the
 // snapshot.
-func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *Snapshot) error {
+func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *plan.Snapshot) error {
 	sts := &appsv1.StatefulSet{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name}, sts)
 	switch {
@@ -39,7 +40,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.Cach
 	case err != nil:
 		return err
 	default:
-		st := &StatefulSetState{
+		st := &plan.StatefulSetState{
 			Settled:        sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdateRevision != "",
 			TemplateKey:    templateKeyOf(&sts.Spec.Template),
 			UpdateRevision: sts.Status.UpdateRevision,
@@ -79,8 +80,8 @@ func templateKeyOf(t *corev1.PodTemplateSpec) string {
 
 // precheckState judges the pre-check pod: ready, failed (with the reason
 // the kubelet gives), or still starting.
-func precheckState(p *corev1.Pod) *PrecheckState {
-	st := &PrecheckState{TemplateKey: p.Annotations[annotationTemplateKey]}
+func precheckState(p *corev1.Pod) *plan.PrecheckState {
+	st := &plan.PrecheckState{TemplateKey: p.Annotations[annotationTemplateKey]}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			st.Ready = true
@@ -118,7 +119,7 @@ var badWaiting = map[string]bool{
 
 const annotationTemplateKey = "cache.cacheops.io/template-key"
 
-// setQueued keeps the Queued condition in step with the spec changes that
+// setQueued keeps the plan.Queued condition in step with the spec changes that
 // wait for the running operation.
 func (r *Reconciler) setQueued(ctx context.Context, cc *cachev1alpha1.CacheCluster, msg string) error {
 	cur := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionQueued)
@@ -152,14 +153,14 @@ func approve(st *cachev1alpha1.CacheClusterStatus, v cachev1alpha1.RolloutValues
 
 // executeOperation takes one step of a scaling, upgrade, reconfiguration
 // or switchover.
-func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) error {
+func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) error {
 	log := ctrl.LoggerFrom(ctx)
 	now := metav1.NewTime(r.now())
 	switch a.Type {
-	case ActionApprove:
+	case plan.ActionApprove:
 		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { approve(st, *a.Values) })
 
-	case ActionStartOperation:
+	case plan.ActionStartOperation:
 		op := a.Operation.DeepCopy()
 		op.ID, op.StartedAt, op.StepStartedAt = newID(), now, &now
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
@@ -177,17 +178,17 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, op.Reason)
 		return nil
 
-	case ActionNextStep:
+	case plan.ActionNextStep:
 		op := a.Operation
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
 			return err
 		}
-		if op.Step == cachev1alpha1.StepSwitchover || op.Step == StepRollbackSwitchover {
+		if op.Step == cachev1alpha1.StepSwitchover || op.Step == plan.StepRollbackSwitchover {
 			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: switchover %s→%s (%s)", op.Type, op.ID, op.FromPod, op.ToPod, a.Reason)
 		}
 		return nil
 
-	case ActionCompleteOperation:
+	case plan.ActionCompleteOperation:
 		op := cc.Status.Operation
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			if a.Values != nil {
@@ -221,10 +222,10 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		}
 		return nil
 
-	case ActionPrecheckStart:
+	case plan.ActionPrecheckStart:
 		return r.startPrecheck(ctx, cc, *a.Values)
 
-	case ActionPrecheckPass:
+	case plan.ActionPrecheckPass:
 		if err := r.deletePrecheck(ctx, cc); err != nil {
 			return err
 		}
@@ -237,7 +238,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPrecheckPassed, "Precheck", "%s %s: %s; restarting the pods in order", a.Operation.Type, a.Operation.ID, a.Reason)
 		return nil
 
-	case ActionPrecheckFail:
+	case plan.ActionPrecheckFail:
 		op := cc.Status.Operation
 		if err := r.deletePrecheck(ctx, cc); err != nil {
 			return err
@@ -256,14 +257,14 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck", "%s", msg)
 		return nil
 
-	case ActionRestartPod:
+	case plan.ActionRestartPod:
 		// The cache may not show a deletion made a moment ago: ask the API
 		// server, so a pod is restarted once and never its replacement.
 		live := &corev1.Pod{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: a.Pod}, live); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if sp, ok := snap.pod(a.Pod); !live.DeletionTimestamp.IsZero() || (ok && sp.UID != "" && sp.UID != live.UID) {
+		if sp, ok := snap.Pod(a.Pod); !live.DeletionTimestamp.IsZero() || (ok && sp.UID != "" && sp.UID != live.UID) {
 			return nil
 		}
 		op := cc.Status.Operation.DeepCopy()
@@ -287,7 +288,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPodRestarted, string(op.Type), "%s %s: restarting %s (%s)", op.Type, op.ID, a.Pod, a.Reason)
 		return nil
 
-	case ActionRollback:
+	case plan.ActionRollback:
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			approve(st, *a.Values)
 			st.Operation = a.Operation
@@ -298,9 +299,9 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, "Rollback", "%s %s: rolling back: %s", a.Operation.Type, a.Operation.ID, a.Reason)
 		return nil
 
-	case ActionGracefulSwitchover:
-		from, _ := snap.pod(a.Master)
-		to, _ := snap.pod(a.Pod)
+	case plan.ActionGracefulSwitchover:
+		from, _ := snap.Pod(a.Master)
+		to, _ := snap.Pod(a.Pod)
 		timeout := max(snap.ProbeTimeout, 5*time.Second)
 		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(from.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
 			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
@@ -317,7 +318,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		r.mu.Unlock()
 		return nil
 
-	case ActionEndSwitchover:
+	case plan.ActionEndSwitchover:
 		op := cc.Status.Operation
 		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			if a.Pod != "" {
@@ -353,7 +354,7 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		}
 		return nil
 
-	case ActionApplyConfig:
+	case plan.ActionApplyConfig:
 		op := cc.Status.Operation
 		mismatches, err := r.applyConfig(ctx, snap, a.Config, pw)
 		var refused refusedError
@@ -406,10 +407,10 @@ func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.Cac
 		}
 		return nil
 
-	case ActionRunBackup:
+	case plan.ActionRunBackup:
 		return r.startBackup(ctx, cc, snap, a, pw)
 
-	case ActionClearSwitchoverRequest:
+	case plan.ActionClearSwitchoverRequest:
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
 		if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
 			return client.IgnoreNotFound(err)
@@ -435,7 +436,7 @@ func (e refusedError) needsRestart() bool {
 // applyConfig sets the parameters on every pod with one CONFIG SET (Redis
 // applies them all or none), then reads them back. A value Redis reports
 // differently (it normalises some) is returned as a mismatch to report.
-func (r *Reconciler) applyConfig(ctx context.Context, snap Snapshot, params map[string]string, pw string) ([]string, error) {
+func (r *Reconciler) applyConfig(ctx context.Context, snap plan.Snapshot, params map[string]string, pw string) ([]string, error) {
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)

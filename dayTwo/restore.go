@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
 // errRestore cancels a backup stream that a disaster recovery pre-empts.
@@ -23,7 +24,7 @@ var errRestore = errors.New("the cluster lost its data and is being restored")
 // observeRestore fills the snapshot's view of a lost dataset and of what
 // a disaster recovery needs: the DataLost condition, the annotation that
 // accepts a loss, the latest completed backup and the restore ConfigMap.
-func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *Snapshot) error {
+func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *plan.Snapshot) error {
 	snap.AutoRestore = cc.Spec.Backup.AutoRestore
 	lossFound := r.now()
 	if c := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionDataLost); c != nil && c.Status == metav1.ConditionTrue {
@@ -46,7 +47,7 @@ func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 			continue
 		}
 		if l := snap.LatestBackup; l == nil || taken.After(l.Taken) {
-			snap.LatestBackup = &RestorePoint{Name: b.Name, Taken: taken, Location: *b.Status.Location}
+			snap.LatestBackup = &plan.RestorePoint{Name: b.Name, Taken: taken, Location: *b.Status.Location}
 		}
 	}
 	cm := &corev1.ConfigMap{}
@@ -56,18 +57,18 @@ func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 	case err != nil:
 		return err
 	default:
-		snap.RestoreConfig = &RestoreConfig{State: cm.Data["state"], Replace: cm.Data["replace"]}
+		snap.RestoreConfig = &plan.RestoreConfig{State: cm.Data["state"], Replace: cm.Data["replace"]}
 	}
 	return nil
 }
 
 // executeRestore takes the steps of a lost dataset and its recovery; false
 // when the action is not one of them.
-func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap Snapshot, a Action, pw string) (bool, error) {
+func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	now := metav1.NewTime(r.now())
 	switch a.Type {
-	case ActionReportDataLoss:
+	case plan.ActionReportDataLoss:
 		err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
@@ -80,7 +81,7 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		}
 		return true, err
 
-	case ActionAcceptDataLoss:
+	case plan.ActionAcceptDataLoss:
 		if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
 			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
 				if st.Operation != nil && st.Operation.Type == cachev1alpha1.OperationRestore {
@@ -101,7 +102,7 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationAcceptDataLoss))
 		return true, client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
 
-	case ActionStartRestore:
+	case plan.ActionStartRestore:
 		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
 			r.backups.abort(client.ObjectKeyFromObject(cc), errRestore)
 		}
@@ -122,11 +123,11 @@ func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRestoreStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, a.Reason)
 		return true, nil
 
-	case ActionVerifyRestore:
-		p, _ := snap.pod(a.Pod)
+	case plan.ActionVerifyRestore:
+		p, _ := snap.Pod(a.Pod)
 		return true, r.verifyRestore(ctx, cc, p, pw)
 
-	case ActionCompleteRestore:
+	case plan.ActionCompleteRestore:
 		op := cc.Status.Operation
 		lost := metav1.Condition{
 			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	daytwo "github.com/cacheops/cacheops/dayTwo"
+	daytwoplan "github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -281,21 +281,21 @@ func planChange(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, e
 	}
 	p.Objects = diffs
 
-	steps, err := daytwo.Simulate(b, a, master, templateChanged)
+	steps, err := daytwoplan.Simulate(b, a, master, templateChanged)
 	if err != nil {
 		return p, err
 	}
 	var cur *PlannedOperation
 	for _, s := range steps {
 		switch s.Type {
-		case daytwo.ActionStartOperation:
+		case daytwoplan.ActionStartOperation:
 			p.Operations = append(p.Operations, PlannedOperation{Type: string(s.Operation.Type), Description: s.Reason})
 			cur = &p.Operations[len(p.Operations)-1]
-		case daytwo.ActionRestartPod:
+		case daytwoplan.ActionRestartPod:
 			if cur != nil {
 				cur.Restarts = append(cur.Restarts, s.Pod)
 			}
-		case daytwo.ActionGracefulSwitchover:
+		case daytwoplan.ActionGracefulSwitchover:
 			if cur != nil {
 				cur.Switchovers = append(cur.Switchovers, s.Master+"→"+s.Pod)
 			}

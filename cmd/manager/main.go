@@ -27,6 +27,7 @@ import (
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	daytwo "github.com/cacheops/cacheops/dayTwo"
 	"github.com/cacheops/cacheops/dayTwo/backup"
+	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
@@ -111,7 +112,7 @@ func main() {
 	}
 	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
 	if exitAfterStep != "" {
-		dayTwo.AfterStep = func(a daytwo.Action) {
+		dayTwo.AfterStep = func(a plan.Action) {
 			if string(a.Type) == exitAfterStep {
 				log.Info("Exiting after this step, as --fault-exit-after-step asks", "action", a.String())
 				os.Exit(3)

@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -15,7 +16,7 @@ var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // pod builds a PodState; role is the Redis role, label the role label.
 func pod(name, ip, role, masterHost, label string, offset, keys int64) PodState {
-	return PodState{Name: name, IP: ip, RoleLabel: label, Observed: true, Obs: Observation{
+	return PodState{Name: name, IP: ip, RoleLabel: label, Observed: true, Obs: probe.Observation{
 		Pod: name, IP: ip, Reachable: true, LastSeen: now, Role: role, MasterHost: masterHost,
 		MasterLinkUp: role == "slave" && masterHost != "", Offset: offset, Keys: keys,
 	}}
@@ -384,7 +385,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Plan(steady(tt.given))
+			got := Next(steady(tt.given))
 			got.Reason = ""
 			NewWithT(t).Expect(got).To(Equal(tt.want))
 		})
@@ -408,26 +409,4 @@ func steady(s Snapshot) Snapshot {
 	}
 	s.Pods = pods
 	return s
-}
-
-func TestParseInfo(t *testing.T) {
-	g := NewWithT(t)
-	info := "# Server\r\nuptime_in_seconds:42\r\n# Replication\r\nrole:slave\r\nmaster_host:10.244.0.10\r\nmaster_port:6379\r\nmaster_link_status:up\r\nslave_repl_offset:1234\r\nmaster_replid:abc\r\nmaster_repl_offset:1300\r\n# Persistence\r\nloading:0\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb1:keys=2,expires=1,avg_ttl=0\r\n"
-	o := Observation{}
-	parseInfo(info, &o)
-	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
-
-	m := Observation{}
-	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_replid:def\r\nmaster_replid2:abc\r\nmaster_repl_offset:99\r\nsecond_repl_offset:51\r\n", &m)
-	g.Expect(m.Offset).To(Equal(int64(99)))
-	g.Expect(m.ConnectedReplicas).To(Equal(2))
-	g.Expect([]any{m.ReplID, m.ReplID2, m.SecondReplOffset}).To(Equal([]any{"def", "abc", int64(51)}))
-
-	r := Observation{}
-	parseInfo("role:slave\r\nmaster_host:10.244.0.10\r\nmaster_link_status:down\r\nmaster_link_down_since_seconds:7\r\nslave_repl_offset:12\r\n", &r)
-	g.Expect(r.LinkDownSeconds).To(Equal(int64(7)))
-
-	busy := Observation{}
-	parseInfo("# Persistence\r\nrdb_bgsave_in_progress:1\r\naof_rewrite_in_progress:1\r\n", &busy)
-	g.Expect(busy.Saving && busy.Rewriting).To(BeTrue(), "a SYNC to this pod waits")
 }

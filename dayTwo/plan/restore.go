@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"fmt"
@@ -57,9 +57,9 @@ func dataLoss(s Snapshot) (bool, string) {
 		return false, ""
 	}
 	var lost []string
-	for i, p := range sortedPods(s) {
+	for i, p := range SortedPods(s) {
 		switch {
-		case p.Ordinal() != i || !healthy(p):
+		case p.Ordinal() != i || !Healthy(p):
 			// A pod that is missing or does not answer may still hold
 			// the data.
 			return false, ""
@@ -133,7 +133,7 @@ func planRestore(s Snapshot) Action {
 	if s.AcceptDataLoss {
 		return Action{Type: ActionAcceptDataLoss, Reason: "the annotation " + cachev1alpha1.AnnotationAcceptDataLoss + " ends the restore"}
 	}
-	for _, p := range sortedPods(s) {
+	for _, p := range SortedPods(s) {
 		if p.RoleLabel == cachev1alpha1.RoleMaster && op.Step != cachev1alpha1.StepVerified {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "restore: no client may write until the data is back"}
 		}
@@ -155,7 +155,7 @@ func planRestore(s Snapshot) Action {
 		// step began or before are recreated, from the next second on, so
 		// their replacements are never taken for them.
 		start := op.StepStartedAt.Time.Truncate(time.Second)
-		for _, p := range sortedPods(s) {
+		for _, p := range SortedPods(s) {
 			if !p.Deleting && !p.Created.After(start) {
 				if s.Now.Before(start.Add(time.Second)) {
 					return Action{Type: ActionWait, Reason: "restore: the pods are recreated from the next second on"}
@@ -168,8 +168,8 @@ func planRestore(s Snapshot) Action {
 	var master PodState
 	for i := 0; i < want; i++ {
 		name := fmt.Sprintf("%s-%d", s.Name, i)
-		p, ok := s.pod(name)
-		if !ok || p.Deleting || !healthy(p) {
+		p, ok := s.Pod(name)
+		if !ok || p.Deleting || !Healthy(p) {
 			why := "restore: waiting for " + name + " to load the dump"
 			if op.Step == cachev1alpha1.StepRecreate && stepExpired(s) && !strings.Contains(op.Reason, why) {
 				// Say so in the status: a dump gone from the bucket, wrong

@@ -1,11 +1,10 @@
-package daytwo
+package plan
 
 import (
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -182,42 +181,4 @@ func TestPlanDataLoss(t *testing.T) {
 			}(), want: ActionWait, pod: "c-0",
 		},
 	})
-}
-
-// TestProberTellsALostDatasetFromAnEmptiedOne: a new run of redis-server
-// that is empty while the run before it held keys lost its data; a run
-// that emptied (FLUSHALL) did not, nor did a new run that loaded its data.
-func TestProberTellsALostDatasetFromAnEmptiedOne(t *testing.T) {
-	g := NewWithT(t)
-	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
-	see := func(runID string, keys int64) Observation {
-		cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: runID, Keys: keys})
-		return cp.results["c-0"]
-	}
-	g.Expect(see("a", 0).LostData).To(BeFalse(), "a first run that is empty lost nothing")
-	g.Expect(see("a", 10).LostData).To(BeFalse())
-	g.Expect(see("b", 10).LostData).To(BeFalse(), "a restart that loaded its data")
-	g.Expect(see("c", 0).LostData).To(BeTrue(), "a restart that came back empty")
-	g.Expect(see("c", 0).LostData).To(BeTrue(), "stays lost while empty")
-	g.Expect(see("c", 5).LostData).To(BeTrue(), "keys written since are not the data")
-	// Synced as a replica from a pod that kept its data: the data is back.
-	cp.record(Observation{Pod: "c-1", IP: ip1, Reachable: true, RunID: "k", Keys: 9, Role: "master"})
-	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "c", Keys: 9, Role: "slave", MasterHost: ip1, MasterLinkUp: true})
-	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "synced from a pod that kept its data")
-	g.Expect(see("c", 0).LostData).To(BeFalse(), "emptied while running: FLUSHALL")
-	g.Expect(see("d", 0).LostData).To(BeFalse(), "a restart of an empty dataset lost nothing")
-	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "d", Keys: 7})
-	cp.record(Observation{Pod: "c-0", IP: ip1, Reachable: false})
-	g.Expect(see("e", 0).LostData).To(BeTrue(), "a pod recreated on a new volume, with another address")
-
-	// A loss a person accepted is not found again; an ordinal scaled
-	// away is forgotten.
-	key := types.NamespacedName{Namespace: "ns", Name: "c"}
-	p := &Prober{clusters: map[types.NamespacedName]*clusterProbe{key: cp}}
-	p.AcceptLoss(key)
-	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "accepted")
-	g.Expect(see("e", 0).LostData).To(BeFalse(), "still accepted at the next probe")
-	see("e", 3)
-	p.ForgetRuns(key, func(pod string) bool { return pod != "c-0" })
-	g.Expect(see("f", 0).LostData).To(BeFalse(), "a new pod on an ordinal that was scaled away")
 }

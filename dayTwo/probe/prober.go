@@ -1,4 +1,4 @@
-package daytwo
+package probe
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -270,7 +271,7 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 		if wake {
 			select {
-			case p.events <- event.GenericEvent{Object: &cachev1alpha1.CacheCluster{ObjectMeta: objectMeta(key)}}:
+			case p.events <- event.GenericEvent{Object: &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
 			default:
 			}
 		}

@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"testing"
@@ -7,12 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 func TestRecommendAfterSustainedMemoryPressure(t *testing.T) {
 	g := NewWithT(t)
-	obs := func(used, max int64) Observation {
-		return Observation{Pod: "c-0", Reachable: true, UsedMemory: used << 20, MaxMemory: max << 20}
+	obs := func(used, max int64) probe.Observation {
+		return probe.Observation{Pod: "c-0", Reachable: true, UsedMemory: used << 20, MaxMemory: max << 20}
 	}
 	window := 5 * time.Minute
 
@@ -55,6 +56,6 @@ func TestRecommendAfterSustainedMemoryPressure(t *testing.T) {
 	recs, _ = Recommend(obs(85, 0), now.Add(-time.Hour), now, window, nil)
 	g.Expect(recs).To(BeEmpty())
 	other := []cachev1alpha1.Recommendation{{Field: "spec.replicas"}}
-	recs, _ = Recommend(Observation{}, now.Add(-time.Hour), now, window, other)
+	recs, _ = Recommend(probe.Observation{}, now.Add(-time.Hour), now, window, other)
 	g.Expect(recs).To(Equal(other))
 }

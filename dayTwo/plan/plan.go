@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // ActionType names the one step the executor takes next.
@@ -92,7 +93,7 @@ type PodState struct {
 	Deleting  bool
 	// Observed is false until the prober has looked at the pod once.
 	Observed bool
-	Obs      Observation
+	Obs      probe.Observation
 	// NotReadySince is when the pod's Ready condition turned False; zero
 	// while it is Ready or has not started.
 	NotReadySince time.Time
@@ -190,7 +191,7 @@ type PrecheckState struct {
 	Failure string
 }
 
-func (s Snapshot) pod(name string) (PodState, bool) {
+func (s Snapshot) Pod(name string) (PodState, bool) {
 	for _, p := range s.Pods {
 		if p.Name == name {
 			return p, true
@@ -202,7 +203,7 @@ func (s Snapshot) pod(name string) (PodState, bool) {
 // down tells whether a pod has been unreachable for longer than the probe
 // timeout (or is gone).
 func (s Snapshot) down(name string) bool {
-	p, ok := s.pod(name)
+	p, ok := s.Pod(name)
 	if !ok || p.Deleting {
 		return true
 	}
@@ -215,14 +216,14 @@ func (s Snapshot) down(name string) bool {
 	return p.Obs.LastSeen.IsZero() || s.Now.Sub(p.Obs.LastSeen) > s.ProbeTimeout
 }
 
-func healthy(p PodState) bool {
+func Healthy(p PodState) bool {
 	return p.Observed && p.Obs.Reachable && !p.Obs.Loading && !p.Deleting
 }
 
 // Plan returns the next step towards: one master, recorded in the status
 // and labelled; every other reachable pod a replica of it, labelled replica;
 // a failed master replaced by the replica holding the most data.
-func Plan(s Snapshot) Action {
+func Next(s Snapshot) Action {
 	if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationRestore {
 		return planRestore(s)
 	}
@@ -239,7 +240,7 @@ func Plan(s Snapshot) Action {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}
 
-	master, exists := s.pod(s.CurrentMaster)
+	master, exists := s.Pod(s.CurrentMaster)
 	if !exists || s.down(s.CurrentMaster) {
 		if !s.AutoFailover {
 			return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off"}
@@ -251,20 +252,20 @@ func Plan(s Snapshot) Action {
 		return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 	}
 	// A switchover in progress owns the roles until it ends.
-	if inSwitchover(s.Operation) {
+	if InSwitchover(s.Operation) {
 		return planSwitchover(s)
 	}
 	// A pod stuck not-Ready (a wedged process, a lost volume mount) is
 	// recreated; the master only after a failover moved the role away.
 	// During an upgrade the upgrade's deadline judges the pods instead.
 	if s.RecreateAfter > 0 && (s.Operation == nil || s.Operation.Type != cachev1alpha1.OperationUpgrade) {
-		for _, p := range sortedPods(s) {
+		for _, p := range SortedPods(s) {
 			if p.Name != master.Name && !p.Deleting && !p.NotReadySince.IsZero() && s.Now.Sub(p.NotReadySince) > s.RecreateAfter {
 				return Action{Type: ActionRecreate, Pod: p.Name, Reason: fmt.Sprintf("not Ready for more than %s", s.RecreateAfter)}
 			}
 		}
 	}
-	if !healthy(master) {
+	if !Healthy(master) {
 		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer"}
 	}
 
@@ -272,7 +273,7 @@ func Plan(s Snapshot) Action {
 	// data: fail over to them instead.
 	if master.Obs.Role == "master" && master.Obs.Keys == 0 {
 		for _, p := range s.Pods {
-			if p.Name != master.Name && healthy(p) && p.Obs.Keys > 0 && !(p.Obs.Role == "slave" && p.Obs.MasterHost == master.IP && p.Obs.MasterLinkUp) {
+			if p.Name != master.Name && Healthy(p) && p.Obs.Keys > 0 && !(p.Obs.Role == "slave" && p.Obs.MasterHost == master.IP && p.Obs.MasterLinkUp) {
 				if s.AutoFailover {
 					return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: fmt.Sprintf("master %s came back empty while replicas hold data", master.Name)}
 				}
@@ -286,7 +287,7 @@ func Plan(s Snapshot) Action {
 	// replica would drop them. Fail over to the replica with the most
 	// history instead.
 	if master.Obs.Role == "master" {
-		for _, p := range sortedPods(s) {
+		for _, p := range SortedPods(s) {
 			if why := lacksHistory(master, p); why != "" {
 				if s.AutoFailover {
 					return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: fmt.Sprintf("master %s restarted with less history than %s: %s", master.Name, p.Name, why)}
@@ -324,8 +325,8 @@ func converge(s Snapshot, master PodState) Action {
 	if master.RoleLabel != cachev1alpha1.RoleMaster {
 		return Action{Type: ActionLabelMaster, Pod: master.Name}
 	}
-	for _, p := range sortedPods(s) {
-		if p.Name == master.Name || !healthy(p) {
+	for _, p := range SortedPods(s) {
+		if p.Name == master.Name || !Healthy(p) {
 			continue
 		}
 		switch {
@@ -354,7 +355,7 @@ func converge(s Snapshot, master PodState) Action {
 // is not counted: that is an old master fenced after a failover, whose
 // extra writes no replica acknowledged.
 func lacksHistory(m, p PodState) string {
-	if p.Name == m.Name || !healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
+	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
 		return ""
 	}
 	switch {
@@ -375,7 +376,7 @@ func lacksHistory(m, p PodState) string {
 func planBootstrap(s Snapshot) Action {
 	var ready []PodState
 	for _, p := range s.Pods {
-		if healthy(p) {
+		if Healthy(p) {
 			ready = append(ready, p)
 		}
 	}
@@ -420,7 +421,7 @@ func planBootstrap(s Snapshot) Action {
 func planFailover(s Snapshot) Action {
 	op := s.Operation
 	from, to := op.FromPod, op.ToPod
-	target, ok := s.pod(to)
+	target, ok := s.Pod(to)
 	if !ok || s.down(to) {
 		// The chosen pod died too: choose again, still away from the old master.
 		cand, why := chooseCandidate(s, from, to)
@@ -430,7 +431,7 @@ func planFailover(s Snapshot) Action {
 		return Action{Type: ActionStartFailover, Pod: cand, Master: from, Reason: "failover target " + to + " is down"}
 	}
 	// 1. No traffic to the old master through the Service.
-	if old, ok := s.pod(from); ok && old.RoleLabel == cachev1alpha1.RoleMaster {
+	if old, ok := s.Pod(from); ok && old.RoleLabel == cachev1alpha1.RoleMaster {
 		return Action{Type: ActionUnlabel, Pod: from, Reason: "failover: stop traffic to the old master"}
 	}
 	for _, p := range s.Pods {
@@ -438,20 +439,20 @@ func planFailover(s Snapshot) Action {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "failover: only the new master may carry the label"}
 		}
 	}
-	if !healthy(target) {
+	if !Healthy(target) {
 		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
 	}
 	if target.Obs.Role != "master" {
 		// 2. Detach the other replicas: they follow the target.
-		old, _ := s.pod(from)
-		if !healthy(old) {
-			for _, p := range sortedPods(s) {
-				if detachable(s, p, from, target) && moreHistory(p, target) {
+		old, _ := s.Pod(from)
+		if !Healthy(old) {
+			for _, p := range SortedPods(s) {
+				if detachable(s, p, from, target) && MoreHistory(p, target) {
 					return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
 				}
 			}
 		}
-		for _, p := range sortedPods(s) {
+		for _, p := range SortedPods(s) {
 			if detachable(s, p, from, target) {
 				return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: detach from the old master before the promotion"}
 			}
@@ -461,8 +462,8 @@ func planFailover(s Snapshot) Action {
 	}
 	// 4. Fence whoever else believes it is master, first of all the old
 	// master as soon as it answers.
-	for _, p := range sortedPods(s) {
-		if p.Name != to && healthy(p) && p.Obs.Role == "master" {
+	for _, p := range SortedPods(s) {
+		if p.Name != to && Healthy(p) && p.Obs.Role == "master" {
 			return Action{Type: ActionFence, Pod: p.Name, Master: to, Reason: "failover: " + p.Name + " still believes it is master"}
 		}
 	}
@@ -471,8 +472,8 @@ func planFailover(s Snapshot) Action {
 		return Action{Type: ActionLabelMaster, Pod: to, Reason: "failover from " + from}
 	}
 	// 6. The other reachable pods follow it.
-	for _, p := range sortedPods(s) {
-		if p.Name != to && healthy(p) && p.Obs.MasterHost != target.IP {
+	for _, p := range SortedPods(s) {
+		if p.Name != to && Healthy(p) && p.Obs.MasterHost != target.IP {
 			return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: follow the new master"}
 		}
 	}
@@ -482,13 +483,13 @@ func planFailover(s Snapshot) Action {
 // detachable: before the promotion, p is a reachable replica, neither the
 // old master nor the target, that does not follow the target yet.
 func detachable(s Snapshot, p PodState, from string, target PodState) bool {
-	return p.Name != from && p.Name != target.Name && healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP
+	return p.Name != from && p.Name != target.Name && Healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP
 }
 
 // moreHistory tells whether p holds more of the replication stream than t
 // (data over no data, then the higher offset): following t, it would
 // resynchronise in full and lose what t lacks.
-func moreHistory(p, t PodState) bool {
+func MoreHistory(p, t PodState) bool {
 	if (p.Obs.Keys > 0) != (t.Obs.Keys > 0) {
 		return p.Obs.Keys > 0
 	}
@@ -506,7 +507,7 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 	var cands []PodState
 	anyData := false
 	for _, p := range s.Pods {
-		if skip[p.Name] || !healthy(p) {
+		if skip[p.Name] || !Healthy(p) {
 			continue
 		}
 		cands = append(cands, p)
@@ -541,7 +542,7 @@ func bestOf(s Snapshot, exclude string) string {
 	return c
 }
 
-func sortedPods(s Snapshot) []PodState {
+func SortedPods(s Snapshot) []PodState {
 	pods := append([]PodState(nil), s.Pods...)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Ordinal() < pods[j].Ordinal() })
 	return pods

@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"testing"
@@ -384,7 +384,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := Plan(tt.given)
+			got := Next(tt.given)
 			g.Expect(got.Type).To(Equal(tt.want), "%s", got)
 			if tt.pod != "" {
 				g.Expect(got.Pod).To(Equal(tt.pod), "%s", got)

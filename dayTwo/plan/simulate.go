@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -36,7 +37,7 @@ func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateCha
 
 	var steps []Action
 	for i := 0; i < 500; i++ {
-		a := Plan(w.s)
+		a := Next(w.s)
 		switch a.Type {
 		case ActionNone:
 			return steps, nil
@@ -76,10 +77,10 @@ func (w *world) newPod(i int, fresh bool) PodState {
 	name := fmt.Sprintf("%s-%d", w.s.Name, i)
 	p := PodState{Name: name, IP: w.ip(i), Observed: true, Ready: true, Revision: w.s.StatefulSet.UpdateRevision, Created: w.s.Now,
 		RoleLabel: cachev1alpha1.RoleReplica,
-		Obs:       Observation{Pod: name, IP: w.ip(i), Reachable: true, LastSeen: w.s.Now, Role: "slave", MasterLinkUp: true, Keys: 1, Offset: 100}}
+		Obs:       probe.Observation{Pod: name, IP: w.ip(i), Reachable: true, LastSeen: w.s.Now, Role: "slave", MasterLinkUp: true, Keys: 1, Offset: 100}}
 	if name == w.s.CurrentMaster && !fresh {
 		p.RoleLabel, p.Obs.Role, p.Obs.MasterLinkUp = cachev1alpha1.RoleMaster, "master", false
-	} else if m, ok := w.s.pod(w.s.CurrentMaster); ok {
+	} else if m, ok := w.s.Pod(w.s.CurrentMaster); ok {
 		p.Obs.MasterHost = m.IP
 	} else {
 		p.Obs.MasterHost = w.ip(0)
@@ -163,10 +164,10 @@ func (w *world) apply(a Action) {
 	case ActionPromote:
 		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
 	case ActionRepoint, ActionFence:
-		m, _ := s.pod(a.Master)
+		m, _ := s.Pod(a.Master)
 		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.IP, true })
 	case ActionGracefulSwitchover:
-		to, _ := s.pod(a.Pod)
+		to, _ := s.Pod(a.Pod)
 		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
 		w.set(a.Master, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", to.IP, true })
 	case ActionEndSwitchover:

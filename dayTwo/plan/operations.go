@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ const (
 // StepRollbackSwitchover is the switchover inside a rollback.
 const StepRollbackSwitchover = "RollbackSwitchover"
 
-func inSwitchover(op *cachev1alpha1.OperationStatus) bool {
+func InSwitchover(op *cachev1alpha1.OperationStatus) bool {
 	return op != nil && (op.Step == cachev1alpha1.StepSwitchover || op.Step == StepRollbackSwitchover)
 }
 
@@ -83,7 +83,7 @@ func planOperations(s Snapshot) Action {
 // switchover, then a new pod template, then live parameters, then the
 // number of pods.
 func nextOperation(s Snapshot) Action {
-	master, _ := s.pod(s.CurrentMaster)
+	master, _ := s.Pod(s.CurrentMaster)
 	// A requested switchover first; while its target is not in sync yet,
 	// the other changes go on.
 	var waitForTarget *Action
@@ -91,7 +91,7 @@ func nextOperation(s Snapshot) Action {
 		if to == cachev1alpha1.SwitchoverToBest {
 			to = bestInSync(s, master, func(PodState) bool { return true })
 		}
-		p, ok := s.pod(to)
+		p, ok := s.Pod(to)
 		switch {
 		case to == "":
 			waitForTarget = &Action{Type: ActionWait, Reason: "switchover requested; waiting for a replica to be ready and in sync"}
@@ -126,7 +126,7 @@ func nextOperation(s Snapshot) Action {
 // nextChange chooses the next spec change to roll out.
 func nextChange(s Snapshot) Action {
 	a := *s.Approved
-	master, _ := s.pod(s.CurrentMaster)
+	master, _ := s.Pod(s.CurrentMaster)
 	if s.StatefulSet == nil || !s.StatefulSet.Settled {
 		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to observe its spec"}
 	}
@@ -218,7 +218,7 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 	if sts == nil || !sts.Settled || sts.TemplateKey != renderer.TemplateKey(target) {
 		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to take the approved template"}
 	}
-	master, ok := s.pod(s.CurrentMaster)
+	master, ok := s.Pod(s.CurrentMaster)
 	if !ok {
 		return Action{Type: ActionWait, Reason: "waiting for the master"}
 	}
@@ -230,7 +230,7 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 	}
 	for i := 0; i < int(target.Replicas); i++ {
 		name := fmt.Sprintf("%s-%d", s.Name, i)
-		p, ok := s.pod(name)
+		p, ok := s.Pod(name)
 		var why string
 		switch {
 		case !ok || p.Deleting:
@@ -253,7 +253,7 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 		return Action{Type: ActionWait, Pod: name, Reason: why}
 	}
 
-	pods := sortedPods(s)
+	pods := SortedPods(s)
 	for i := len(pods) - 1; i >= 0; i-- {
 		p := pods[i]
 		if p.Name != master.Name && !p.Deleting && outdated(p) && p.Ordinal() < int(target.Replicas) {
@@ -287,9 +287,9 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 // the target caught up), traffic to the new master.
 func planSwitchover(s Snapshot) Action {
 	op := s.Operation
-	from, fok := s.pod(op.FromPod)
-	to, tok := s.pod(op.ToPod)
-	if tok && healthy(to) && to.Obs.Role == "master" {
+	from, fok := s.Pod(op.FromPod)
+	to, tok := s.Pod(op.ToPod)
+	if tok && Healthy(to) && to.Obs.Role == "master" {
 		if fok && from.RoleLabel == cachev1alpha1.RoleMaster {
 			return Action{Type: ActionUnlabel, Pod: from.Name, Reason: "switchover: only the new master may carry the label"}
 		}
@@ -312,9 +312,9 @@ func planSwitchover(s Snapshot) Action {
 		return abort(fmt.Sprintf("not done within %s", s.StepDeadline))
 	}
 	switch {
-	case !tok || !healthy(to):
+	case !tok || !Healthy(to):
 		return Action{Type: ActionWait, Pod: op.ToPod, Reason: "switchover: waiting for the target to answer"}
-	case !fok || !healthy(from) || from.Obs.Role != "master":
+	case !fok || !Healthy(from) || from.Obs.Role != "master":
 		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: waiting for the master"}
 	case from.Obs.FailoverState != "" && from.Obs.FailoverState != "no-failover":
 		return Action{Type: ActionWait, Pod: op.FromPod, Reason: "switchover: Redis FAILOVER in progress (" + from.Obs.FailoverState + ")"}
@@ -360,7 +360,7 @@ func afterSwitchover(op *cachev1alpha1.OperationStatus, now time.Time) *cachev1a
 func planScaling(s Snapshot) Action {
 	op := s.Operation
 	want := op.Target.Replicas
-	master, _ := s.pod(s.CurrentMaster)
+	master, _ := s.Pod(s.CurrentMaster)
 	if s.Approved.Replicas != want {
 		if want < s.Approved.Replicas && master.Ordinal() >= int(want) {
 			cand := bestInSync(s, master, func(p PodState) bool { return p.Ordinal() < int(want) })
@@ -385,7 +385,7 @@ func planScaling(s Snapshot) Action {
 	}
 	for i := 0; i < int(want); i++ {
 		name := fmt.Sprintf("%s-%d", s.Name, i)
-		if p, ok := s.pod(name); !ok || !inSync(p, master) {
+		if p, ok := s.Pod(name); !ok || !inSync(p, master) {
 			return Action{Type: ActionWait, Pod: name, Reason: "waiting for " + name + " to be ready and in sync"}
 		}
 	}
@@ -401,7 +401,7 @@ func planReconfigure(s Snapshot) Action {
 		return Action{Type: ActionCompleteOperation, Values: op.Target, Reason: "nothing left to set"}
 	}
 	for _, p := range s.Pods {
-		if !healthy(p) {
+		if !Healthy(p) {
 			return Action{Type: ActionWait, Pod: p.Name, Reason: "waiting for " + p.Name + " to answer before changing parameters"}
 		}
 	}
@@ -411,7 +411,7 @@ func planReconfigure(s Snapshot) Action {
 // inSync: the pod serves what the master has: ready, following the master
 // with its link up and, when the master holds data, holding data too.
 func inSync(p, master PodState) bool {
-	if !healthy(p) || !p.Ready {
+	if !Healthy(p) || !p.Ready {
 		return false
 	}
 	if p.Name == master.Name {

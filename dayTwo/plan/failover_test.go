@@ -1,4 +1,4 @@
-package daytwo
+package plan
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // target, before the target's promotion, does not count: every write it
 // gets acknowledged is on the target, which keeps it.
 func ackers(s Snapshot, from, target string) []string {
-	t, _ := s.pod(target)
+	t, _ := s.Pod(target)
 	var out []string
 	for _, m := range s.Pods {
 		if m.Name == target || m.Obs.Role != "master" {
@@ -93,13 +93,13 @@ func (w *foWorld) apply(a Action) error {
 	case ActionPromote:
 		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
 	case ActionRepoint, ActionFence:
-		m, _ := s.pod(a.Master)
-		p, _ := s.pod(a.Pod)
+		m, _ := s.Pod(a.Master)
+		p, _ := s.Pod(a.Pod)
 		if s.Operation != nil && a.Pod == s.Operation.ToPod {
 			return fmt.Errorf("%s: the failover target is made a replica", a)
 		}
 		oldMaster := s.Operation != nil && a.Pod == s.Operation.FromPod || s.Operation == nil && a.Type == ActionFence
-		if !oldMaster && moreHistory(p, m) {
+		if !oldMaster && MoreHistory(p, m) {
 			return fmt.Errorf("%s: %s (offset %d) would resynchronise in full from %s (offset %d)", a, p.Name, p.Obs.Offset, m.Name, m.Obs.Offset)
 		}
 		w.set(a.Pod, func(p *PodState) {
@@ -147,8 +147,8 @@ func TestFailoverOrderLeavesOnlyTheTargetToAcknowledge(t *testing.T) {
 					if i > 60 {
 						t.Fatalf("no convergence after %d steps: %v", i, steps)
 					}
-					a := Plan(w.s)
-					if again := Plan(w.s); again.String() != a.String() {
+					a := Next(w.s)
+					if again := Next(w.s); again.String() != a.String() {
 						t.Fatalf("step %d: the plan is not a function of the snapshot: %s, then %s", i, a, again)
 					}
 					if a.Type == ActionNone {
@@ -211,7 +211,7 @@ func TestFailoverOrderLeavesOnlyTheTargetToAcknowledge(t *testing.T) {
 				if w.s.CurrentMaster != c.want {
 					t.Fatalf("new master %s, want %s (steps %v)", w.s.CurrentMaster, c.want, steps)
 				}
-				m, _ := w.s.pod(w.s.CurrentMaster)
+				m, _ := w.s.Pod(w.s.CurrentMaster)
 				for _, p := range w.s.Pods {
 					switch {
 					case p.Name == m.Name:
@@ -270,7 +270,7 @@ func TestSwitchoverLeavesOneAcknowledger(t *testing.T) {
 			w.s.SwitchoverTo = c.to
 			swapped := ""
 			for i := 0; i < 100; i++ {
-				a := Plan(w.s)
+				a := Next(w.s)
 				if a.Type == ActionNone {
 					break
 				}

@@ -1,0 +1,73 @@
+package probe
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestParseInfo(t *testing.T) {
+	g := NewWithT(t)
+	info := "# Server\r\nuptime_in_seconds:42\r\n# Replication\r\nrole:slave\r\nmaster_host:10.244.0.10\r\nmaster_port:6379\r\nmaster_link_status:up\r\nslave_repl_offset:1234\r\nmaster_replid:abc\r\nmaster_repl_offset:1300\r\n# Persistence\r\nloading:0\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb1:keys=2,expires=1,avg_ttl=0\r\n"
+	o := Observation{}
+	parseInfo(info, &o)
+	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
+
+	m := Observation{}
+	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_replid:def\r\nmaster_replid2:abc\r\nmaster_repl_offset:99\r\nsecond_repl_offset:51\r\n", &m)
+	g.Expect(m.Offset).To(Equal(int64(99)))
+	g.Expect(m.ConnectedReplicas).To(Equal(2))
+	g.Expect([]any{m.ReplID, m.ReplID2, m.SecondReplOffset}).To(Equal([]any{"def", "abc", int64(51)}))
+
+	r := Observation{}
+	parseInfo("role:slave\r\nmaster_host:10.244.0.10\r\nmaster_link_status:down\r\nmaster_link_down_since_seconds:7\r\nslave_repl_offset:12\r\n", &r)
+	g.Expect(r.LinkDownSeconds).To(Equal(int64(7)))
+
+	busy := Observation{}
+	parseInfo("# Persistence\r\nrdb_bgsave_in_progress:1\r\naof_rewrite_in_progress:1\r\n", &busy)
+	g.Expect(busy.Saving && busy.Rewriting).To(BeTrue(), "a SYNC to this pod waits")
+}
+
+const (
+	ip0 = "10.244.0.10"
+	ip1 = "10.244.0.11"
+)
+
+// TestProberTellsALostDatasetFromAnEmptiedOne: a new run of redis-server
+// that is empty while the run before it held keys lost its data; a run
+// that emptied (FLUSHALL) did not, nor did a new run that loaded its data.
+func TestProberTellsALostDatasetFromAnEmptiedOne(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	see := func(runID string, keys int64) Observation {
+		cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: runID, Keys: keys})
+		return cp.results["c-0"]
+	}
+	g.Expect(see("a", 0).LostData).To(BeFalse(), "a first run that is empty lost nothing")
+	g.Expect(see("a", 10).LostData).To(BeFalse())
+	g.Expect(see("b", 10).LostData).To(BeFalse(), "a restart that loaded its data")
+	g.Expect(see("c", 0).LostData).To(BeTrue(), "a restart that came back empty")
+	g.Expect(see("c", 0).LostData).To(BeTrue(), "stays lost while empty")
+	g.Expect(see("c", 5).LostData).To(BeTrue(), "keys written since are not the data")
+	// Synced as a replica from a pod that kept its data: the data is back.
+	cp.record(Observation{Pod: "c-1", IP: ip1, Reachable: true, RunID: "k", Keys: 9, Role: "master"})
+	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "c", Keys: 9, Role: "slave", MasterHost: ip1, MasterLinkUp: true})
+	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "synced from a pod that kept its data")
+	g.Expect(see("c", 0).LostData).To(BeFalse(), "emptied while running: FLUSHALL")
+	g.Expect(see("d", 0).LostData).To(BeFalse(), "a restart of an empty dataset lost nothing")
+	cp.record(Observation{Pod: "c-0", IP: ip0, Reachable: true, RunID: "d", Keys: 7})
+	cp.record(Observation{Pod: "c-0", IP: ip1, Reachable: false})
+	g.Expect(see("e", 0).LostData).To(BeTrue(), "a pod recreated on a new volume, with another address")
+
+	// A loss a person accepted is not found again; an ordinal scaled
+	// away is forgotten.
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p := &Prober{clusters: map[types.NamespacedName]*clusterProbe{key: cp}}
+	p.AcceptLoss(key)
+	g.Expect(cp.results["c-0"].LostData).To(BeFalse(), "accepted")
+	g.Expect(see("e", 0).LostData).To(BeFalse(), "still accepted at the next probe")
+	see("e", 3)
+	p.ForgetRuns(key, func(pod string) bool { return pod != "c-0" })
+	g.Expect(see("f", 0).LostData).To(BeFalse(), "a new pod on an ordinal that was scaled away")
+}
