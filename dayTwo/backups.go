@@ -157,7 +157,19 @@ func (r *Reconciler) clusterBackups(ctx context.Context, cc *cachev1alpha1.Cache
 }
 
 // observeBackups fills the snapshot's view of the cluster's backups.
-func (r *Reconciler) observeBackups(cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *plan.Snapshot) {
+func (r *Reconciler) observeBackups(ctx context.Context, s *scope) error {
+	backups, err := r.clusterBackups(ctx, s.cc)
+	if err != nil {
+		return err
+	}
+	s.backups = backups
+	r.backupState(s.cc, backups, &s.snap)
+	return nil
+}
+
+// backupState is the planner's view of the Backup operation's CacheBackup
+// and of the oldest one waiting for its turn.
+func (r *Reconciler) backupState(cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *plan.Snapshot) {
 	opBackup := ""
 	if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
 		opBackup = op.Backup
@@ -251,7 +263,8 @@ func (r *Reconciler) finishAttempt(ctx context.Context, key types.NamespacedName
 // startBackup begins one attempt: the CacheBackup turns Running and a
 // goroutine streams the dump; its end is written to the CacheBackup, whose
 // change wakes the cluster's reconcile.
-func (r *Reconciler) startBackup(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) error {
+func (r *Reconciler) runBackup(ctx context.Context, s *scope, a plan.Action) error {
+	cc, snap, pw := s.cc, s.snap, s.password
 	log := ctrl.LoggerFrom(ctx)
 	name := cc.Status.Operation.Backup
 	key := types.NamespacedName{Namespace: cc.Namespace, Name: name}
@@ -572,18 +585,6 @@ func (r *Reconciler) recordFailure(ctx context.Context, clusterKey types.Namespa
 	})
 }
 
-// patchFreshStatus patches a cluster's status from outside its reconcile
-// (a backup's goroutine): on a fresh read, retrying conflicts.
-func (r *Reconciler) patchFreshStatus(ctx context.Context, key types.NamespacedName, mutate func(*cachev1alpha1.CacheCluster, *cachev1alpha1.CacheClusterStatus)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cc := &cachev1alpha1.CacheCluster{}
-		if err := r.APIReader.Get(ctx, key, cc); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { mutate(cc, st) })
-	})
-}
-
 // applyRetention removes the completed backups beyond spec.backup.retention
 // (count, age), stored dump first, then its CacheBackup. The newest
 // completed backup always stays.
@@ -689,10 +690,26 @@ func ptrOr[T any](p *T, def T) T {
 	return *p
 }
 
+// scheduleBackups runs the backup schedule. An error is logged, not
+// returned: a schedule must never hold up a failover.
+func (r *Reconciler) scheduleBackups(ctx context.Context, s *scope) error {
+	next, err := r.schedule(ctx, s)
+	if apierrors.IsConflict(err) {
+		return err
+	}
+	if err != nil {
+		stepErrors.WithLabelValues("schedule backups", errorReason(err)).Inc()
+		ctrl.LoggerFrom(ctx).Error(err, "Scheduling a backup")
+	}
+	s.nextBackup = next
+	return nil
+}
+
 // schedule creates the CacheBackup the schedule asks for, once per due
 // time (after an outage, one for the latest missed time), and tells when
 // the next is due.
-func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup) (time.Duration, error) {
+func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
+	cc, backups := s.cc, s.backups
 	bs := cc.Spec.Backup
 	if !bs.Enabled || (bs.S3 == nil && bs.PVC == nil) {
 		labels := prometheus.Labels{"namespace": cc.Namespace, "cluster": cc.Name}
@@ -726,12 +743,12 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	// runs (a backup longer than the interval), this due time is skipped.
 	for _, b := range backups {
 		if b.Labels[LabelScheduled] == "true" && b.Status.Phase != cachev1alpha1.BackupCompleted && b.Status.Phase != cachev1alpha1.BackupFailed {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupSkipped, "Schedule",
+			s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventBackupSkipped, "Schedule",
 				"Scheduled backup due at %s skipped: %s has not finished yet", due.UTC().Format(time.RFC3339), b.Name)
-			err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+			s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
 				st.Backup = withScheduleTime(st.Backup, due)
 			})
-			return sched.Next(due).Sub(now), err
+			return sched.Next(due).Sub(now), nil
 		}
 	}
 	name := fmt.Sprintf("%s-%s", cc.Name, due.UTC().Format("20060102150405"))
@@ -747,11 +764,9 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	if err := r.Client.Create(ctx, cb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return 0, err
 	}
-	if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
 		st.Backup = withScheduleTime(st.Backup, due)
-	}); err != nil {
-		return 0, err
-	}
+	})
 	ctrl.LoggerFrom(ctx).Info("Scheduled backup created", "backup", name, "due", due)
 	return sched.Next(due).Sub(now), nil
 }
@@ -786,7 +801,8 @@ func withScheduleTime(b *cachev1alpha1.BackupStatus, due time.Time) *cachev1alph
 // be lower by at most the dump's expiring keys. Errors reading the metadata
 // are retried for a while; a dump whose key count is unknown (a header
 // this operator cannot read) is reported as restored, saying so.
-func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, master plan.PodState, pw string) error {
+func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.PodState) error {
+	cc, pw := s.cc, s.password
 	loc := renderer.RestoreLocation(cc)
 	op := cc.Status.Operation
 	recovering := op != nil && op.Type == cachev1alpha1.OperationRestore
@@ -838,8 +854,8 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 	if cond.Status != metav1.ConditionTrue {
 		typ = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(cc, nil, typ, cachev1alpha1.EventRestored, "Restore", "%s", cond.Message)
-	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+	s.eventf(typ, cachev1alpha1.EventRestored, "Restore", "%s", cond.Message)
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
 		meta.SetStatusCondition(&st.Conditions, cond)
 		if recovering {
 			// A disaster recovery goes on: traffic to the checked master.
@@ -848,6 +864,7 @@ func (r *Reconciler) verifyRestore(ctx context.Context, cc *cachev1alpha1.CacheC
 			st.Operation = next
 		}
 	})
+	return nil
 }
 
 func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {

@@ -2,27 +2,20 @@ package daytwo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,7 +24,6 @@ import (
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
-	"github.com/cacheops/cacheops/renderer"
 )
 
 const (
@@ -45,11 +37,15 @@ const (
 	// steadyRecheck re-plans a healthy cluster now and then, in case an
 	// event was missed.
 	steadyRecheck = 30 * time.Second
+	// conflictRetry: the status changed under us; look again soon.
+	conflictRetry = 50 * time.Millisecond
+	// afterStep: plan the next step as soon as the last one is seen.
+	afterStep = 10 * time.Millisecond
 )
 
 // Reconciler is the day-two controller of replication mode: it observes
-// every pod's Redis through the probe.Prober, asks Plan for the next step and
-// takes exactly one step per reconcile.
+// every pod's Redis through the Prober, asks the planner (plan.Next) for
+// the next step and takes exactly one step per reconcile.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
@@ -77,43 +73,31 @@ type Reconciler struct {
 	// the operation it recorded.
 	AfterStep func(plan.Action)
 
+	mu sync.Mutex
 	// userSecrets remembers passwords read from users' Secrets, which are
 	// not in the label-filtered cache, so a reconcile every probe period
 	// during an outage does not GET the Secret every time.
-	mu          sync.Mutex
 	userSecrets map[types.NamespacedName]cachedPassword
-	written     map[types.NamespacedName]uint64
 	pressure    pressure
 	// issued: when Redis FAILOVER was sent for a cluster's switchover.
 	issued map[types.NamespacedName]time.Time
-	// backups: the dumps being streamed.
-	backups backupRuns
 	// verifyErrorsSince: when checking a cluster's restore first failed.
 	verifyErrorsSince map[types.NamespacedName]time.Time
+	// expect: our writes the cache has not shown yet.
+	expect expectations
+	// failing: the step of each cluster that keeps failing.
+	failing failures
+	// backups: the dumps being streamed.
+	backups backupRuns
 }
 
-type cachedPassword struct {
-	password string
-	read     time.Time
-}
-
-// userSecretTTL bounds how long a rotated password in a user's Secret goes
-// unnoticed.
-const userSecretTTL = 30 * time.Second
-
-// Reconcile takes one step towards a healthy replication topology.
+// Reconcile takes one step towards a healthy replication topology:
+// observe, plan, act, and write what changed in the status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	cc := &cachev1alpha1.CacheCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.backups.abort(req.NamespacedName, errors.New("the cluster was deleted"))
-			r.Prober.Forget(req.NamespacedName)
-			forgetMetrics(req.NamespacedName)
-			r.mu.Lock()
-			delete(r.userSecrets, req.NamespacedName)
-			delete(r.written, req.NamespacedName)
-			r.mu.Unlock()
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -126,145 +110,145 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Prober.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if r.stale(cc) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
-	}
 
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(cc.Namespace), client.MatchingLabels{cachev1alpha1.LabelCluster: cc.Name}); err != nil {
-		return ctrl.Result{}, err
+	s := newScope(ctx, cc, r.Recorder)
+	steps := []step{
+		{"list pods", r.listPods},
+		{"wait for our writes", r.awaitExpectations},
+		{"read the password", r.readPassword},
+		{"probe", r.observePods},
+		{"observe the workload", r.observeWorkload},
+		{"observe backups", r.observeBackups},
+		{"observe the restore", r.observeRestore},
+		{"schedule backups", r.scheduleBackups},
+		{"plan", r.plan},
+		{"report", r.report},
+		{"act", r.act},
 	}
-	password, err := r.password(ctx, cc)
-	if err != nil {
-		log.V(1).Info("Password not available yet", "reason", err.Error())
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-	}
-
-	timeout := probeTimeout(cc)
-	var targets []probe.Target
-	var states []plan.PodState
-	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
-			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP})
+	var stepErr error
+	for _, st := range steps {
+		if err := st.run(ctx, s); err != nil {
+			stepErr = err
+			s.failedStep = st.name
+			break
+		}
+		if s.done {
+			break
 		}
 	}
-	r.Prober.Ensure(cc, targets, password, probePeriod(timeout))
-	if ro := cc.Status.Rollout; ro != nil {
-		// Ordinals scaled away are forgotten: a pod made there later
-		// starts on a new volume, which is no loss.
-		r.Prober.ForgetRuns(req.NamespacedName, func(pod string) bool { return (plan.PodState{Name: pod}).Ordinal() < int(ro.Replicas) })
-	}
-	obs := r.Prober.Observations(req.NamespacedName)
-	for _, p := range pods.Items {
-		o, seen := obs[p.Name]
-		st := plan.PodState{
-			Name: p.Name, UID: p.UID, IP: p.Status.PodIP, RoleLabel: p.Labels[cachev1alpha1.LabelRole],
-			Deleting: !p.DeletionTimestamp.IsZero(), Observed: seen && o.IP == p.Status.PodIP, Obs: o,
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
-				st.NotReadySince = c.LastTransitionTime.Time
-			}
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				st.Ready = true
-			}
-		}
-		st.Revision = p.Labels[appsv1.ControllerRevisionHashLabelKey]
-		st.Created = p.CreationTimestamp.Time
-		states = append(states, st)
-	}
-	recordMetrics(req.NamespacedName, cc.Status.CurrentMaster, states)
+	return r.finish(ctx, s, stepErr)
+}
 
-	snap := plan.Snapshot{
-		Name: cc.Name, Now: r.now(), ProbeTimeout: timeout,
-		AutoFailover:  autoFailover(cc),
-		CurrentMaster: cc.Status.CurrentMaster,
-		Operation:     cc.Status.Operation,
-		Pods:          states,
-		RecreateAfter: r.recreateAfter(timeout),
-		Spec:          renderer.SpecValues(cc),
-		SwitchoverTo:  cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo],
-		StepDeadline:  r.stepDeadline(),
-		RestorePending: cc.Spec.Restore != nil &&
-			meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) == nil,
+// finish writes the reconcile's status changes once and chooses when to
+// look again: soon after a step (to see its effect), with backoff after an
+// error, at the next backup or routine check otherwise.
+func (r *Reconciler) finish(ctx context.Context, s *scope, stepErr error) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if stepErr != nil && !apierrors.IsConflict(stepErr) {
+		r.stepFailed(s, stepErr)
 	}
-	if ro := cc.Status.Rollout; ro != nil {
-		snap.Approved = ro.RolloutValues.DeepCopy()
-		snap.Blocked = ro.Blocked
-	}
-	if plan.InSwitchover(cc.Status.Operation) {
-		r.mu.Lock()
-		snap.SwitchoverIssuedAt = r.issued[req.NamespacedName]
-		r.mu.Unlock()
-	}
-	if err := r.observeWorkload(ctx, cc, &snap); err != nil {
-		return ctrl.Result{}, err
-	}
-	backups, err := r.clusterBackups(ctx, cc)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	r.observeBackups(cc, backups, &snap)
-	if err := r.observeRestore(ctx, cc, backups, &snap); err != nil {
-		return ctrl.Result{}, err
-	}
-	nextBackup, err := r.schedule(ctx, cc, backups)
-	if err != nil {
+	if err := r.commit(ctx, &s.status); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
-		log.Error(err, "Scheduling a backup")
+		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
-	action := plan.Next(snap)
-	if m, ok := snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
-		// Reporting must not hold up a step (a failover least of all).
-		if err := r.recommend(ctx, cc, m.Obs); err != nil && !apierrors.IsConflict(err) {
-			log.Error(err, "Updating recommendations")
+	switch {
+	case apierrors.IsConflict(stepErr):
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case stepErr != nil:
+		// The rate limiter backs off; the error is counted and, when it
+		// persists, shown in the StepFailing condition.
+		return ctrl.Result{}, stepErr
+	case s.acted:
+		if r.AfterStep != nil {
+			r.AfterStep(s.action)
 		}
+		r.refreshChanged(ctx, s)
+		return ctrl.Result{RequeueAfter: afterStep}, nil
+	case s.done:
+		return s.result, nil
 	}
-	if err := r.setQueued(ctx, cc, plan.Queued(snap)); err != nil && !apierrors.IsConflict(err) {
-		log.Error(err, "Updating the plan.Queued condition")
+	log.V(2).Info("Nothing to do")
+	return ctrl.Result{RequeueAfter: steadyRecheck}, nil
+}
+
+// forget drops what this process remembers of a deleted cluster.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.backups.abort(key, errors.New("the cluster was deleted"))
+	r.Prober.Forget(key)
+	forgetMetrics(key)
+	r.expect.forget(key)
+	r.failing.forget(key)
+	r.mu.Lock()
+	delete(r.userSecrets, key)
+	delete(r.issued, key)
+	delete(r.verifyErrorsSince, key)
+	r.mu.Unlock()
+}
+
+// plan asks the planner for the next step.
+func (r *Reconciler) plan(_ context.Context, s *scope) error {
+	s.action = plan.Next(s.snap)
+	return nil
+}
+
+// report keeps the status's reports in step with what was observed: the
+// capacity recommendations and the Queued condition.
+func (r *Reconciler) report(ctx context.Context, s *scope) error {
+	cc := s.cc
+	if m, ok := s.snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
+		r.recommend(s, m.Obs)
 	}
-	if cc.Status.Operation != nil {
-		log = log.WithValues("operation", cc.Status.Operation.ID)
-		ctx = ctrl.LoggerInto(ctx, log)
-	}
-	switch action.Type {
+	setQueued(s, plan.Queued(s.snap))
+	return nil
+}
+
+// act takes the planned step, or ends the reconcile when there is none.
+func (r *Reconciler) act(ctx context.Context, s *scope) error {
+	a := s.action
+	log := ctrl.LoggerFrom(ctx)
+	switch a.Type {
 	case plan.ActionNone:
-		if nextBackup > 0 && nextBackup < steadyRecheck {
-			return ctrl.Result{RequeueAfter: nextBackup}, nil
+		s.stop(ctrl.Result{RequeueAfter: steadyRecheck})
+		if s.nextBackup > 0 && s.nextBackup < steadyRecheck {
+			s.result.RequeueAfter = s.nextBackup
 		}
-		return ctrl.Result{RequeueAfter: steadyRecheck}, nil
+		r.stepSucceeded(s)
+		return nil
 	case plan.ActionWait:
-		log.V(1).Info("Waiting", "action", action.String())
-		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
+		log.V(1).Info("Waiting", "action", a.String())
+		s.stop(ctrl.Result{RequeueAfter: probePeriod(s.snap.ProbeTimeout)})
+		return nil
 	}
-	if cc.Status.Operation == nil && action.Type == plan.ActionStartOperation {
-		log = log.WithValues("operation", action.Operation.Type)
+	if op := s.cc.Status.Operation; op != nil {
+		log = log.WithValues("operation", op.ID)
+	} else if a.Type == plan.ActionStartOperation {
+		log = log.WithValues("operation", a.Operation.Type)
 	}
-	log.Info("Taking step", "action", action.String())
-	if err := r.execute(ctx, cc, snap, action, password); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
-		}
-		log.Error(err, "Step failed", "action", action.String())
-		return ctrl.Result{RequeueAfter: probePeriod(timeout)}, nil
+	ctx = ctrl.LoggerInto(ctx, log)
+	log.Info("Taking step", "action", a.String())
+	if err := r.execute(ctx, s, a); err != nil {
+		return err
 	}
-	if r.AfterStep != nil {
-		r.AfterStep(action)
-	}
-	// Plan the next step on the effect of this one: look again at the pods
-	// whose Redis it changed.
+	s.acted = true
+	r.stepSucceeded(s)
+	return nil
+}
+
+// refreshChanged looks again at the pods whose Redis the step changed, so
+// the next step is planned on its effect.
+func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
+	a := s.action
 	changed := map[plan.ActionType][]string{
-		plan.ActionPromote: {action.Pod}, plan.ActionRepoint: {action.Pod}, plan.ActionFence: {action.Pod},
-		plan.ActionGracefulSwitchover: {action.Pod, action.Master},
+		plan.ActionPromote: {a.Pod}, plan.ActionRepoint: {a.Pod}, plan.ActionFence: {a.Pod},
+		plan.ActionGracefulSwitchover: {a.Pod, a.Master},
 	}
-	for _, name := range changed[action.Type] {
-		if p, ok := snap.Pod(name); ok {
-			r.Prober.Refresh(ctx, req.NamespacedName, probe.Target{Pod: p.Name, IP: p.IP}, timeout)
+	for _, name := range changed[a.Type] {
+		if p, ok := s.snap.Pod(name); ok {
+			r.Prober.Refresh(ctx, s.key, probe.Target{Pod: p.Name, IP: p.IP}, s.snap.ProbeTimeout)
 		}
 	}
-	return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -272,328 +256,6 @@ func (r *Reconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
-}
-
-// execute takes one step.
-func (r *Reconciler) execute(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) error {
-	log := ctrl.LoggerFrom(ctx)
-	if ok, err := r.executeRestore(ctx, cc, snap, a, pw); ok {
-		return err
-	}
-	switch a.Type {
-	case plan.ActionBootstrap:
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMaster = a.Pod }); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
-		return nil
-
-	case plan.ActionStartFailover:
-		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
-			r.backups.abort(client.ObjectKeyFromObject(cc), errFailover)
-		}
-		id := newID()
-		if cc.Status.Operation != nil {
-			id = cc.Status.Operation.ID
-		}
-		op := &cachev1alpha1.OperationStatus{
-			ID: id, Type: cachev1alpha1.OperationFailover, FromPod: a.Master, ToPod: a.Pod,
-			Reason: a.Reason, StartedAt: metav1.NewTime(r.now()),
-		}
-		if cc.Status.Operation != nil {
-			op.StartedAt = cc.Status.Operation.StartedAt
-		}
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
-			return err
-		}
-		log.Info("Failover started", "operation", id, "from", a.Master, "to", a.Pod, "reason", a.Reason)
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFailoverStarted, "Failover", "Failover %s: %s; promoting %s", id, a.Reason, a.Pod)
-		return nil
-
-	case plan.ActionUnlabel:
-		return r.setRole(ctx, cc.Namespace, a.Pod, "")
-	case plan.ActionLabelMaster:
-		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleMaster)
-	case plan.ActionLabelReplica:
-		return r.setRole(ctx, cc.Namespace, a.Pod, cachev1alpha1.RoleReplica)
-
-	case plan.ActionPromote:
-		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationFailover {
-			// Decide on fresh offsets, not on the last probe: a replica may
-			// have received more of the stream since.
-			if better := r.freshBest(ctx, snap, cc.Status.Operation, pw); better != "" && better != a.Pod {
-				log.Info("A replica holds more data than the chosen one; changing the failover target", "from", a.Pod, "to", better)
-				return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-					op := st.Operation.DeepCopy()
-					op.ToPod = better
-					st.Operation = op
-				})
-			}
-		}
-		p, _ := snap.Pod(a.Pod)
-		return replicaOf(ctx, p.IP, pw, "NO", "ONE")
-
-	case plan.ActionRepoint, plan.ActionFence:
-		p, _ := snap.Pod(a.Pod)
-		m, ok := snap.Pod(a.Master)
-		if !ok || m.IP == "" {
-			return fmt.Errorf("master %s has no address", a.Master)
-		}
-		if op := cc.Status.Operation; a.Type == plan.ActionRepoint && op != nil && op.Type == cachev1alpha1.OperationFailover && m.Obs.Role != "master" && !oldMasterAnswers(snap, op) {
-			// Detaching a replica before the promotion, the old master
-			// silent: the offsets stand still, and the replica must not
-			// hold more of the stream than the target, or following the
-			// target would resynchronise it in full. Look again now; if it
-			// does, the planner chooses again on what was seen. (While the
-			// old master answers, both receive the same stream from it and
-			// the target catches up with whatever the replica is ahead.)
-			key := client.ObjectKeyFromObject(cc)
-			fp := probe.ProbeOnce(ctx, probe.Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
-			fm := probe.ProbeOnce(ctx, probe.Target{Pod: m.Name, IP: m.IP}, pw, snap.ProbeTimeout)
-			if !fp.Reachable || !fm.Reachable || plan.MoreHistory(plan.PodState{Obs: fp}, plan.PodState{Obs: fm}) {
-				r.Prober.Refresh(ctx, key, probe.Target{Pod: p.Name, IP: p.IP}, snap.ProbeTimeout)
-				r.Prober.Refresh(ctx, key, probe.Target{Pod: m.Name, IP: m.IP}, snap.ProbeTimeout)
-				return fmt.Errorf("not detaching %s: it holds offset %d, the failover target %s %d (or one did not answer)", a.Pod, fp.Offset, a.Master, fm.Offset)
-			}
-		}
-		if err := replicaOf(ctx, p.IP, pw, m.IP, "6379"); err != nil {
-			return err
-		}
-		if a.Type == plan.ActionFence {
-			// Clients still connected to it (a Service's endpoints change,
-			// open connections stay) would write to a replica: drop them so
-			// they reconnect to the master.
-			if err := killClients(ctx, p.IP, pw); err != nil {
-				log.Error(err, "Dropping the client connections of a fenced pod", "pod", a.Pod)
-			}
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventFenced, "Fence", "%s believed it was master; made it a replica of %s and dropped its client connections", a.Pod, a.Master)
-		}
-		return nil
-
-	case plan.ActionRecreate:
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: a.Pod}}
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, p)); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPodRecreated, "Recreate", "Deleted %s (%s); its StatefulSet recreates it on the same volume", a.Pod, a.Reason)
-		return nil
-
-	case plan.ActionCompleteFailover:
-		op := cc.Status.Operation
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			st.CurrentMaster = a.Pod
-			st.Operation = nil
-		}); err != nil {
-			return err
-		}
-		took := r.now().Sub(op.StartedAt.Time)
-		failovers.WithLabelValues(cc.Namespace, cc.Name).Inc()
-		failoverDuration.WithLabelValues(cc.Namespace, cc.Name).Observe(took.Seconds())
-		log.Info("Failover completed", "from", op.FromPod, "to", a.Pod, "duration", took.String())
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventFailoverCompleted, "Failover", "Failover %s completed: %s→%s in %s", op.ID, op.FromPod, a.Pod, took.Round(time.Millisecond))
-		return nil
-	}
-	return r.executeOperation(ctx, cc, snap, a, pw)
-}
-
-func oldMasterAnswers(snap plan.Snapshot, op *cachev1alpha1.OperationStatus) bool {
-	p, ok := snap.Pod(op.FromPod)
-	return ok && plan.Healthy(p)
-}
-
-// freshBest probes the failover target and the other replicas now and
-// returns a replica that holds more of the stream than the target, or "".
-// Replicas that follow the target already hold no more than it does.
-func (r *Reconciler) freshBest(ctx context.Context, snap plan.Snapshot, op *cachev1alpha1.OperationStatus, pw string) string {
-	target, ok := snap.Pod(op.ToPod)
-	if !ok {
-		return ""
-	}
-	target.Obs = probe.ProbeOnce(ctx, probe.Target{Pod: target.Name, IP: target.IP}, pw, snap.ProbeTimeout)
-	target.Observed = true
-	if !plan.Healthy(target) {
-		return ""
-	}
-	best := target
-	for _, p := range plan.SortedPods(snap) {
-		if p.Name == op.FromPod || p.Name == op.ToPod || p.IP == "" || p.Deleting {
-			continue
-		}
-		p.Obs = probe.ProbeOnce(ctx, probe.Target{Pod: p.Name, IP: p.IP}, pw, snap.ProbeTimeout)
-		p.Observed = true
-		if plan.Healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP && plan.MoreHistory(p, best) {
-			best = p
-		}
-	}
-	if best.Name == target.Name {
-		return ""
-	}
-	return best.Name
-}
-
-// setRole sets (or, with "", removes) a pod's role label with a merge patch
-// under our own field manager.
-func (r *Reconciler) setRole(ctx context.Context, ns, pod, role string) error {
-	value := "null"
-	if role != "" {
-		value = fmt.Sprintf("%q", role)
-	}
-	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, cachev1alpha1.LabelRole, value))
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
-}
-
-// patchStatus changes day-two's part of the status, guarded by the
-// resourceVersion it was read at.
-func (r *Reconciler) patchStatus(ctx context.Context, cc *cachev1alpha1.CacheCluster, mutate func(*cachev1alpha1.CacheClusterStatus)) error {
-	original := cc.DeepCopy()
-	mutate(&cc.Status)
-	if equality.Semantic.DeepEqual(original.Status, cc.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
-	}
-	r.wrote(cc)
-	return nil
-}
-
-// wrote remembers the resourceVersion of our last status write, so the
-// next reconcile waits until the cache has caught up with it instead of
-// taking a step twice on what it saw before.
-func (r *Reconciler) wrote(cc *cachev1alpha1.CacheCluster) {
-	rv, err := strconv.ParseUint(cc.ResourceVersion, 10, 64)
-	if err != nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.written == nil {
-		r.written = map[types.NamespacedName]uint64{}
-	}
-	r.written[client.ObjectKeyFromObject(cc)] = rv
-}
-
-// stale tells whether the cached object is older than our last write.
-// resourceVersions are opaque to clients, but etcd's are increasing
-// integers; anything else never counts as stale.
-func (r *Reconciler) stale(cc *cachev1alpha1.CacheCluster) bool {
-	key := client.ObjectKeyFromObject(cc)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	want, ok := r.written[key]
-	if !ok {
-		return false
-	}
-	rv, err := strconv.ParseUint(cc.ResourceVersion, 10, 64)
-	if err != nil || rv >= want {
-		delete(r.written, key)
-		return false
-	}
-	return true
-}
-
-// password reads the cluster's Redis password.
-func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluster) (string, error) {
-	name, key := renderer.AuthSecretName(cc), renderer.DefaultSecretKey
-	var rd client.Reader = r.Client
-	ref := cc.Spec.Auth.SecretRef
-	cacheKey := types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
-	if ref != nil {
-		name = ref.Name
-		if ref.Key != "" {
-			key = ref.Key
-		}
-		r.mu.Lock()
-		c, ok := r.userSecrets[cacheKey]
-		r.mu.Unlock()
-		if ok && r.now().Sub(c.read) < userSecretTTL {
-			return c.password, nil
-		}
-		// The user's Secret is not in our label-filtered cache.
-		rd = r.APIReader
-	}
-	s := &corev1.Secret{}
-	if err := rd.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: name}, s); err != nil {
-		return "", err
-	}
-	pw := string(s.Data[key])
-	if pw == "" {
-		return "", fmt.Errorf("secret %s has no key %s", name, key)
-	}
-	if ref != nil {
-		r.mu.Lock()
-		if r.userSecrets == nil {
-			r.userSecrets = map[types.NamespacedName]cachedPassword{}
-		}
-		r.userSecrets[cacheKey] = cachedPassword{password: pw, read: r.now()}
-		r.mu.Unlock()
-	}
-	return pw, nil
-}
-
-// killClients drops a pod's normal client connections (not its
-// replication links).
-func killClients(ctx context.Context, ip, password string) error {
-	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	defer c.Close()
-	return c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()
-}
-
-func replicaOf(ctx context.Context, ip, password, host, port string) error {
-	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	defer c.Close()
-	return c.Do(ctx, "REPLICAOF", host, port).Err()
-}
-
-func probeTimeout(cc *cachev1alpha1.CacheCluster) time.Duration {
-	if s := cc.Spec.HighAvailability.ProbeTimeoutSeconds; s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return defaultProbeTimeout
-}
-
-// probePeriod looks four times per timeout, so a dead master is noticed
-// within a quarter of the timeout after it expires.
-func probePeriod(timeout time.Duration) time.Duration {
-	p := timeout / 4
-	return min(max(p, 100*time.Millisecond), 2*time.Second)
-}
-
-// recreateAfter is how long a pod may stay not-Ready before it is
-// recreated: long enough for a large dataset to load from disk.
-func (r *Reconciler) stepDeadline() time.Duration {
-	if r.StepDeadline > 0 {
-		return r.StepDeadline
-	}
-	return 5 * time.Minute
-}
-
-func (r *Reconciler) recreateAfter(probeTimeout time.Duration) time.Duration {
-	if r.RecreateAfter > 0 {
-		return r.RecreateAfter
-	}
-	return max(5*time.Minute, 60*probeTimeout)
-}
-
-func autoFailover(cc *cachev1alpha1.CacheCluster) bool {
-	ha := cc.Spec.HighAvailability
-	if ha.Enabled != nil && !*ha.Enabled {
-		return false
-	}
-	return ha.AutoFailover == nil || *ha.AutoFailover
-}
-
-func newID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func objectMeta(key types.NamespacedName) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
 }
 
 // SetupWithManager registers the controller: CacheClusters, their pods, and
@@ -619,6 +281,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{RateLimiter: stepRateLimiter()}).
 		// Spec changes, and the switchover request annotation.
 		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
@@ -628,6 +291,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
 		WatchesRawSource(source.Channel(r.Prober.Events(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// stepRateLimiter backs a failing step off exponentially, from 50 ms to
+// 10 s: a failover step that fails is retried soon, one that keeps
+// failing does not hammer Redis or the API server. The prober's wake-ups
+// still reconcile at once when a pod changes.
+func stepRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, 10*time.Second)
 }
 
 // clusterOf maps a pod, a pre-check pod or a StatefulSet to its

@@ -2,148 +2,32 @@ package daytwo
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
 )
 
-// precheckName names the pre-check pod and its ConfigMap.
-func precheckName(cc *cachev1alpha1.CacheCluster) string { return cc.Name + "-precheck" }
+// The operation steps: approving a spec for day-one to roll out, and the
+// recorded operations that change a running cluster — scaling, rolling
+// upgrades and their rollback, switchovers (plan/operations.go orders
+// them). Configuration changes are in reconfigure.go, the upgrade
+// pre-check in precheck.go.
 
-// observeWorkload adds the StatefulSet and the pre-check pod to the
-// snapshot.
-func (r *Reconciler) observeWorkload(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap *plan.Snapshot) error {
-	sts := &appsv1.StatefulSet{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name}, sts)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return err
-	default:
-		st := &plan.StatefulSetState{
-			Settled:        sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdateRevision != "",
-			TemplateKey:    templateKeyOf(&sts.Spec.Template),
-			UpdateRevision: sts.Status.UpdateRevision,
-		}
-		if sts.Spec.Replicas != nil {
-			st.Replicas = *sts.Spec.Replicas
-		}
-		for _, c := range sts.Spec.Template.Spec.InitContainers {
-			if c.Name == "restore" {
-				st.RestoreInit = true
-			}
-		}
-		snap.StatefulSet = st
-	}
-
-	pod := &corev1.Pod{}
-	err = r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, pod)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return err
-	case pod.DeletionTimestamp.IsZero():
-		snap.Precheck = precheckState(pod)
-	}
-	return nil
-}
-
-// templateKeyOf computes renderer.TemplateKey from a rendered pod template.
-func templateKeyOf(t *corev1.PodTemplateSpec) string {
-	for _, c := range t.Spec.Containers {
-		if c.Name == "redis" {
-			return renderer.TemplateKeyOf(c.Image, t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
-		}
-	}
-	return ""
-}
-
-// precheckState judges the pre-check pod: ready, failed (with the reason
-// the kubelet gives), or still starting.
-func precheckState(p *corev1.Pod) *plan.PrecheckState {
-	st := &plan.PrecheckState{TemplateKey: p.Annotations[annotationTemplateKey]}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			st.Ready = true
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-		st.Failure = fmt.Sprintf("the pre-check pod ended (%s): %s", p.Status.Phase, p.Status.Message)
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		switch {
-		case cs.State.Waiting != nil && badWaiting[cs.State.Waiting.Reason]:
-			st.Failure = fmt.Sprintf("the new template does not start: %s: %s", cs.State.Waiting.Reason, cs.State.Waiting.Message)
-		case cs.RestartCount > 0 || cs.State.Terminated != nil:
-			t := cs.State.Terminated
-			if t == nil {
-				t = cs.LastTerminationState.Terminated
-			}
-			msg := "the Redis process of the pre-check pod exited"
-			if t != nil {
-				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
-			}
-			st.Failure = msg + "; see its log: kubectl logs " + p.Name
-		}
-	}
-	if st.Failure != "" {
-		st.Ready = false
-	}
-	return st
-}
-
-var badWaiting = map[string]bool{
-	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
-	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
-}
-
-const annotationTemplateKey = "cache.cacheops.io/template-key"
-
-// setQueued keeps the plan.Queued condition in step with the spec changes that
-// wait for the running operation.
-func (r *Reconciler) setQueued(ctx context.Context, cc *cachev1alpha1.CacheCluster, msg string) error {
-	cur := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionQueued)
-	switch {
-	case msg == "" && cur == nil:
-		return nil
-	case msg != "" && cur != nil && cur.Message == msg:
-		return nil
-	}
-	return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-		if msg == "" {
-			meta.RemoveStatusCondition(&st.Conditions, cachev1alpha1.ConditionQueued)
-			return
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: cachev1alpha1.ConditionQueued, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonWaitingForOperation,
-			Message: msg, ObservedGeneration: cc.Generation,
-		})
-	})
-}
-
-// approve writes values to status.rollout, keeping the verdict on a
+// approveValues writes values to status.rollout, keeping the verdict on a
 // blocked change.
-func approve(st *cachev1alpha1.CacheClusterStatus, v cachev1alpha1.RolloutValues) {
+func approveValues(st *cachev1alpha1.CacheClusterStatus, v cachev1alpha1.RolloutValues) {
 	ro := &cachev1alpha1.RolloutStatus{RolloutValues: *v.DeepCopy()}
 	if st.Rollout != nil {
 		ro.Blocked = st.Rollout.Blocked
@@ -151,441 +35,208 @@ func approve(st *cachev1alpha1.CacheClusterStatus, v cachev1alpha1.RolloutValues
 	st.Rollout = ro
 }
 
-// executeOperation takes one step of a scaling, upgrade, reconfiguration
-// or switchover.
-func (r *Reconciler) executeOperation(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) error {
-	log := ctrl.LoggerFrom(ctx)
+// block records why a change of spec is not rolled out, until spec changes.
+func block(st *cachev1alpha1.CacheClusterStatus, target cachev1alpha1.RolloutValues, reason, msg string) {
+	if st.Rollout == nil {
+		return
+	}
+	st.Rollout = st.Rollout.DeepCopy()
+	st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(target), Reason: reason, Message: msg}
+}
+
+// approve lets day-one render the values (status.rollout).
+func (r *Reconciler) approve(_ context.Context, s *scope, a plan.Action) error {
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { approveValues(st, *a.Values) })
+	return nil
+}
+
+// startOperation records an operation before its first step.
+func (r *Reconciler) startOperation(ctx context.Context, s *scope, a plan.Action) error {
 	now := metav1.NewTime(r.now())
-	switch a.Type {
-	case plan.ActionApprove:
-		return r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { approve(st, *a.Values) })
-
-	case plan.ActionStartOperation:
-		op := a.Operation.DeepCopy()
-		op.ID, op.StartedAt, op.StepStartedAt = newID(), now, &now
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			st.Operation = op
-			// spec moved on from a refused change: a later return to it is
-			// tried again.
-			if st.Rollout != nil && st.Rollout.Blocked != nil && op.Type != cachev1alpha1.OperationSwitchover {
-				st.Rollout = st.Rollout.DeepCopy()
-				st.Rollout.Blocked = nil
-			}
-		}); err != nil {
-			return err
+	op := a.Operation.DeepCopy()
+	op.ID, op.StartedAt, op.StepStartedAt = newID(), now, &now
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		st.Operation = op
+		// spec moved on from a refused change: a later return to it is
+		// tried again.
+		if st.Rollout != nil && st.Rollout.Blocked != nil && op.Type != cachev1alpha1.OperationSwitchover {
+			st.Rollout = st.Rollout.DeepCopy()
+			st.Rollout.Blocked = nil
 		}
-		log.Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, op.Reason)
-		return nil
-
-	case plan.ActionNextStep:
-		op := a.Operation
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
-			return err
-		}
-		if op.Step == cachev1alpha1.StepSwitchover || op.Step == plan.StepRollbackSwitchover {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: switchover %s→%s (%s)", op.Type, op.ID, op.FromPod, op.ToPod, a.Reason)
-		}
-		return nil
-
-	case plan.ActionCompleteOperation:
-		op := cc.Status.Operation
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			if a.Values != nil {
-				approve(st, *a.Values)
-			}
-			st.Operation = nil
-			if op != nil && op.Type == cachev1alpha1.OperationUpgrade && st.Rollout != nil {
-				st.Rollout = st.Rollout.DeepCopy()
-				st.Rollout.Blocked = nil
-				if a.Operation != nil && a.Operation.Reason != "" && op.Target != nil {
-					st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{
-						Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradeRolledBack,
-						Message: strings.TrimPrefix(a.Operation.Reason, "rollback: ") + ". The pods run the previous template again; change spec (fix or revert it) to try again.",
-					}
-				}
-			}
-		}); err != nil {
-			return err
-		}
-		if op != nil {
-			took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
-			log.Info("Operation completed", "operation", op.ID, "type", op.Type, "duration", took.String())
-			if op.Type == cachev1alpha1.OperationUpgrade && op.Step == cachev1alpha1.StepRollback {
-				r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, string(op.Type), "%s %s rolled back in %s: %s", op.Type, op.ID, took, op.Reason)
-			} else {
-				r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed in %s: %s", op.Type, op.ID, took, op.Reason)
-			}
-			if op.Type == cachev1alpha1.OperationUpgrade {
-				upgradeDuration.WithLabelValues(cc.Namespace, cc.Name).Observe(took.Seconds())
-			}
-		}
-		return nil
-
-	case plan.ActionPrecheckStart:
-		return r.startPrecheck(ctx, cc, *a.Values)
-
-	case plan.ActionPrecheckPass:
-		if err := r.deletePrecheck(ctx, cc); err != nil {
-			return err
-		}
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			approve(st, *a.Values)
-			st.Operation = a.Operation
-		}); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPrecheckPassed, "Precheck", "%s %s: %s; restarting the pods in order", a.Operation.Type, a.Operation.ID, a.Reason)
-		return nil
-
-	case plan.ActionPrecheckFail:
-		op := cc.Status.Operation
-		if err := r.deletePrecheck(ctx, cc); err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("Pre-check of %q failed: %s. No pod was restarted; fix spec (or revert it) to try again.", op.Reason, a.Reason)
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			if st.Rollout != nil {
-				st.Rollout = st.Rollout.DeepCopy()
-				st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed, Message: msg}
-			}
-			st.Operation = nil
-		}); err != nil {
-			return err
-		}
-		log.Info("Pre-check failed", "operation", op.ID, "reason", a.Reason)
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck", "%s", msg)
-		return nil
-
-	case plan.ActionRestartPod:
-		// The cache may not show a deletion made a moment ago: ask the API
-		// server, so a pod is restarted once and never its replacement.
-		live := &corev1.Pod{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: a.Pod}, live); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if sp, ok := snap.Pod(a.Pod); !live.DeletionTimestamp.IsZero() || (ok && sp.UID != "" && sp.UID != live.UID) {
-			return nil
-		}
-		op := cc.Status.Operation.DeepCopy()
-		if op.Type != cachev1alpha1.OperationRestore {
-			// Record the restart before it happens: its deadline starts
-			// now. (A restore recreates every pod made before its step
-			// began; that time stays.)
-			op.StepStartedAt = &now
-			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op }); err != nil {
-				return err
-			}
-		}
-		uid := live.UID
-		if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil
-			}
-			return err
-		}
-		podRestarts.WithLabelValues(cc.Namespace, cc.Name).Inc()
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventPodRestarted, string(op.Type), "%s %s: restarting %s (%s)", op.Type, op.ID, a.Pod, a.Reason)
-		return nil
-
-	case plan.ActionRollback:
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			approve(st, *a.Values)
-			st.Operation = a.Operation
-		}); err != nil {
-			return err
-		}
-		log.Info("Rolling back", "operation", a.Operation.ID, "reason", a.Reason)
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, "Rollback", "%s %s: rolling back: %s", a.Operation.Type, a.Operation.ID, a.Reason)
-		return nil
-
-	case plan.ActionGracefulSwitchover:
-		from, _ := snap.Pod(a.Master)
-		to, _ := snap.Pod(a.Pod)
-		timeout := max(snap.ProbeTimeout, 5*time.Second)
-		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(from.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-		defer c.Close()
-		err := c.Do(ctx, "FAILOVER", "TO", to.IP, "6379", "TIMEOUT", strconv.FormatInt(timeout.Milliseconds(), 10)).Err()
-		if err != nil && !strings.Contains(err.Error(), "already in progress") {
-			return fmt.Errorf("FAILOVER TO %s on %s: %w", a.Pod, a.Master, err)
-		}
-		r.mu.Lock()
-		if r.issued == nil {
-			r.issued = map[types.NamespacedName]time.Time{}
-		}
-		r.issued[client.ObjectKeyFromObject(cc)] = r.now()
-		r.mu.Unlock()
-		return nil
-
-	case plan.ActionEndSwitchover:
-		op := cc.Status.Operation
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			if a.Pod != "" {
-				st.CurrentMaster = a.Pod
-			}
-			if a.Values != nil {
-				approve(st, *a.Values) // an aborted upgrade rolls back
-			}
-			st.Operation = a.Operation
-		}); err != nil {
-			return err
-		}
-		r.mu.Lock()
-		delete(r.issued, client.ObjectKeyFromObject(cc))
-		r.mu.Unlock()
-		if _, requested := cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo]; requested && op.Type == cachev1alpha1.OperationSwitchover {
-			// The request is served (or refused): take it away, or it
-			// would start again.
-			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
-			if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		}
-		if a.Pod == "" {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s", op.Type, op.ID, a.Reason)
-			return nil
-		}
-		took := r.now().Sub(op.StepStartedAt.Time).Round(time.Millisecond)
-		switchovers.WithLabelValues(cc.Namespace, cc.Name).Inc()
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s is the master (was %s), switchover took %s", op.Type, op.ID, a.Pod, a.Master, took)
-		if a.Operation == nil {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed: %s", op.Type, op.ID, op.Reason)
-		}
-		return nil
-
-	case plan.ActionApplyConfig:
-		op := cc.Status.Operation
-		mismatches, err := r.applyConfig(ctx, snap, a.Config, pw)
-		var refused refusedError
-		switch {
-		case errors.As(err, &refused) && !refused.needsRestart():
-			// Redis says the value itself is wrong (or the parameter
-			// unknown to this version): a restart would only crash the
-			// pods on it. Nothing is restarted; the change is blocked
-			// until spec changes, with Redis's own words.
-			msg := fmt.Sprintf("Redis refuses spec.config: %v. No pod was restarted and the pods keep their parameters; fix spec.config to try again.", err)
-			if perr := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-				if st.Rollout != nil {
-					st.Rollout = st.Rollout.DeepCopy()
-					st.Rollout.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*op.Target), Reason: cachev1alpha1.ReasonInvalidConfig, Message: msg}
-				}
-				st.Operation = nil
-			}); perr != nil {
-				return perr
-			}
-			log.Info("Redis refused the configuration", "operation", op.ID, "error", err.Error())
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonInvalidConfig, "Reconfigure", "%s %s: %s", op.Type, op.ID, msg)
-			return nil
-		case errors.As(err, &refused):
-			// Redis will not change a parameter live: roll it in with
-			// restarts instead (the pre-check catches a value Redis refuses
-			// at start-up too).
-			next := op.DeepCopy()
-			next.Type, next.Step, next.StepStartedAt, next.RestartAll = cachev1alpha1.OperationUpgrade, cachev1alpha1.StepPrecheck, &now, true
-			next.Previous = snap.Approved.DeepCopy()
-			next.Reason = strings.TrimSuffix(op.Reason, ": applied live, no restart") + ": rolling restart (" + err.Error() + ")"
-			if perr := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = next }); perr != nil {
-				return perr
-			}
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: Redis refused it live (%v); rolling the pods instead", op.Type, op.ID, err)
-			return nil
-		case err != nil:
-			// A pod did not answer: try again (pods already set keep the
-			// value, which is the one asked for).
-			return err
-		}
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			approve(st, *a.Values)
-			st.Operation = nil
-		}); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s %s: %s on %d pods, checked with CONFIG GET", op.Type, op.ID, a.Reason, len(snap.Pods))
-		for _, m := range mismatches {
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventConfigApplied, "Reconfigure", "%s", m)
-		}
-		return nil
-
-	case plan.ActionRunBackup:
-		return r.startBackup(ctx, cc, snap, a, pw)
-
-	case plan.ActionClearSwitchoverRequest:
-		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
-		if err := r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "Switchover request to %s removed: %s", a.Pod, a.Reason)
-		return nil
-	}
-	return fmt.Errorf("unknown action %s", a.Type)
+	})
+	ctrl.LoggerFrom(ctx).Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
+	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventOperationStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, op.Reason)
+	return nil
 }
 
-// refusedError is Redis refusing a CONFIG SET (an error reply), as opposed
-// to a pod that did not answer.
-type refusedError struct{ error }
-
-// needsRestart tells a parameter Redis will not change while it runs
-// ("can't set immutable config", "can't set protected config") from a value
-// it refuses outright.
-func (e refusedError) needsRestart() bool {
-	msg := e.Error()
-	return strings.Contains(msg, "immutable config") || strings.Contains(msg, "protected config")
+// nextStep records the operation's next step.
+func (r *Reconciler) nextStep(_ context.Context, s *scope, a plan.Action) error {
+	op := a.Operation
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op })
+	if op.Step == cachev1alpha1.StepSwitchover || op.Step == plan.StepRollbackSwitchover {
+		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: switchover %s→%s (%s)", op.Type, op.ID, op.FromPod, op.ToPod, a.Reason)
+	}
+	return nil
 }
 
-// applyConfig sets the parameters on every pod with one CONFIG SET (Redis
-// applies them all or none), then reads them back. A value Redis reports
-// differently (it normalises some) is returned as a mismatch to report.
-func (r *Reconciler) applyConfig(ctx context.Context, snap plan.Snapshot, params map[string]string, pw string) ([]string, error) {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	args := []any{"CONFIG", "SET"}
-	for _, k := range keys {
-		args = append(args, k, params[k])
-	}
-	var mismatches []string
-	for _, p := range snap.Pods {
-		if p.Deleting || p.IP == "" {
-			continue
+// completeOperation ends the operation; an upgrade that rolled back
+// blocks its target until spec changes.
+func (r *Reconciler) completeOperation(ctx context.Context, s *scope, a plan.Action) error {
+	op := s.cc.Status.Operation
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		if a.Values != nil {
+			approveValues(st, *a.Values)
 		}
-		c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(p.IP, "6379"), Password: pw, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-		err := c.Do(ctx, args...).Err()
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			err = refusedError{fmt.Errorf("%s: %w", p.Name, err)}
-		}
-		if err == nil {
-			for _, k := range keys {
-				got, gerr := c.ConfigGet(ctx, k).Result()
-				if gerr != nil {
-					err = gerr
-					break
-				}
-				if !renderer.SameParam(got[k], params[k]) {
-					mismatches = append(mismatches, fmt.Sprintf("%s: CONFIG GET %s returns %q after setting %q", p.Name, k, got[k], params[k]))
-				}
+		st.Operation = nil
+		if op != nil && op.Type == cachev1alpha1.OperationUpgrade && st.Rollout != nil {
+			st.Rollout = st.Rollout.DeepCopy()
+			st.Rollout.Blocked = nil
+			if a.Operation != nil && a.Operation.Reason != "" && op.Target != nil {
+				block(st, *op.Target, cachev1alpha1.ReasonUpgradeRolledBack,
+					strings.TrimPrefix(a.Operation.Reason, "rollback: ")+". The pods run the previous template again; change spec (fix or revert it) to try again.")
 			}
 		}
-		_ = c.Close()
-		if err != nil {
-			return nil, err
-		}
+	})
+	if op == nil {
+		return nil
 	}
-	return mismatches, nil
+	took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
+	ctrl.LoggerFrom(ctx).Info("Operation completed", "operation", op.ID, "type", op.Type, "duration", took.String())
+	if op.Type == cachev1alpha1.OperationUpgrade && op.Step == cachev1alpha1.StepRollback {
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, string(op.Type), "%s %s rolled back in %s: %s", op.Type, op.ID, took, op.Reason)
+	} else {
+		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed in %s: %s", op.Type, op.ID, took, op.Reason)
+	}
+	if op.Type == cachev1alpha1.OperationUpgrade {
+		ns, name := s.cc.Namespace, s.cc.Name
+		s.then(func() { upgradeDuration.WithLabelValues(ns, name).Observe(took.Seconds()) })
+	}
+	return nil
 }
 
-// startPrecheck starts a pod with the new template: the StatefulSet's pod
-// and ConfigMap rendered from the target values, an empty data folder, no
-// label any Service selects.
-func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) error {
-	// The cache may not show the pod made a moment ago: ask the API
-	// server, so a pre-check pod is not deleted and made again while it
-	// starts.
+// restartPod deletes a pod so its StatefulSet makes it on the new
+// template. The restart is recorded before it happens (its deadline starts
+// now), and the live pod is read from the API server: the cache may not
+// show a deletion made a moment ago, and a pod is restarted once, never
+// its replacement.
+func (r *Reconciler) restartPod(ctx context.Context, s *scope, a plan.Action) error {
+	cc := s.cc
 	live := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, live)
-	if err == nil && live.DeletionTimestamp.IsZero() && live.Annotations[annotationTemplateKey] == renderer.TemplateKey(target) {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: a.Pod}, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if sp, ok := s.snap.Pod(a.Pod); !live.DeletionTimestamp.IsZero() || (ok && sp.UID != "" && sp.UID != live.UID) {
 		return nil
 	}
-	if client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	if err == nil && !metav1.IsControlledBy(live, cc) {
-		// Someone else's pod has the pre-check's name: never delete it.
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck",
-			"Pod %s exists and is not controlled by this CacheCluster; the upgrade pre-check waits until it is renamed or deleted", live.Name)
-		return fmt.Errorf("the pre-check pod name %s is taken by a pod this cluster does not control", live.Name)
-	}
-	if err := r.deletePrecheck(ctx, cc); err != nil {
-		return err
-	}
-	draft := cc.DeepCopy()
-	approve(&draft.Status, target)
-	objs, err := renderer.Render(draft, renderer.DefaultCapabilities())
-	if err != nil {
-		return fmt.Errorf("rendering the new template: %w", err)
-	}
-	var sts appsv1.StatefulSet
-	var cm corev1.ConfigMap
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "StatefulSet":
-			// The cache pods', not the backup store's.
-			if o.GetName() == cc.Name {
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
-			}
-		case "ConfigMap":
-			// redis.conf, not another ConfigMap of the cluster (the restore
-			// state).
-			if o.GetName() == cc.Name+"-config" {
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm)
-			}
-		}
-		if err != nil {
+	op := cc.Status.Operation.DeepCopy()
+	if op.Type != cachev1alpha1.OperationRestore {
+		// (A restore recreates every pod made before its step began; that
+		// time stays.)
+		now := metav1.NewTime(r.now())
+		op.StepStartedAt = &now
+		s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op })
+		if err := r.commit(ctx, &s.status); err != nil {
 			return err
 		}
 	}
-	name := precheckName(cc)
-	labels := map[string]string{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue, cachev1alpha1.LabelPrecheck: cc.Name}
-	pcm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: name, Labels: labels}, Data: cm.Data}
-	spec := sts.Spec.Template.Spec.DeepCopy()
-	spec.RestartPolicy = corev1.RestartPolicyNever
-	spec.TerminationGracePeriodSeconds = ptrTo[int64](5)
-	for i, v := range spec.Volumes {
-		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
-			spec.Volumes[i].ConfigMap.Name = name
+	uid := live.UID
+	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
 		}
+		return err
 	}
-	for _, t := range sts.Spec.VolumeClaimTemplates {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	r.expect.deletedPod(s.key, a.Pod, uid, r.now())
+	ns, name := cc.Namespace, cc.Name
+	s.then(func() { podRestarts.WithLabelValues(ns, name).Inc() })
+	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventPodRestarted, string(op.Type), "%s %s: restarting %s (%s)", op.Type, op.ID, a.Pod, a.Reason)
+	return nil
+}
+
+// rollback approves the previous values again and records the rollback.
+func (r *Reconciler) rollback(ctx context.Context, s *scope, a plan.Action) error {
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		approveValues(st, *a.Values)
+		st.Operation = a.Operation
+	})
+	ctrl.LoggerFrom(ctx).Info("Rolling back", "operation", a.Operation.ID, "reason", a.Reason)
+	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, "Rollback", "%s %s: rolling back: %s", a.Operation.Type, a.Operation.ID, a.Reason)
+	return nil
+}
+
+// gracefulSwitchover asks the master to hand its role to a.Pod (Redis
+// FAILOVER TO: it pauses writes until the target has caught up, so no
+// acknowledged write is lost).
+func (r *Reconciler) gracefulSwitchover(ctx context.Context, s *scope, a plan.Action) error {
+	from, _ := s.snap.Pod(a.Master)
+	to, _ := s.snap.Pod(a.Pod)
+	timeout := max(s.snap.ProbeTimeout, 5*time.Second)
+	c := redisClient(from.IP, s.password)
+	defer c.Close()
+	err := c.Do(ctx, "FAILOVER", "TO", to.IP, "6379", "TIMEOUT", strconv.FormatInt(timeout.Milliseconds(), 10)).Err()
+	if err != nil && !strings.Contains(err.Error(), "already in progress") {
+		return fmt.Errorf("FAILOVER TO %s on %s: %w", a.Pod, a.Master, err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: cc.Namespace, Name: name, Labels: labels,
-			Annotations: map[string]string{annotationTemplateKey: renderer.TemplateKey(target)},
-		},
-		Spec: *spec,
+	r.mu.Lock()
+	if r.issued == nil {
+		r.issued = map[types.NamespacedName]time.Time{}
 	}
-	for _, o := range []client.Object{pcm, pod} {
-		if err := controllerutil.SetControllerReference(cc, o, r.Client.Scheme()); err != nil {
+	r.issued[s.key] = r.now()
+	r.mu.Unlock()
+	return nil
+}
+
+// endSwitchover records the switchover's outcome; a requested one takes
+// its request annotation away once the outcome is stored, or it would
+// start again.
+func (r *Reconciler) endSwitchover(ctx context.Context, s *scope, a plan.Action) error {
+	cc := s.cc
+	op := cc.Status.Operation
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		if a.Pod != "" {
+			st.CurrentMaster = a.Pod
+		}
+		if a.Values != nil {
+			approveValues(st, *a.Values) // an aborted upgrade rolls back
+		}
+		st.Operation = a.Operation
+	})
+	if err := r.commit(ctx, &s.status); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.issued, s.key)
+	r.mu.Unlock()
+	if _, requested := cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo]; requested && op.Type == cachev1alpha1.OperationSwitchover {
+		if err := r.removeSwitchoverRequest(ctx, cc); err != nil {
 			return err
 		}
-		if err := r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the pre-check %s: %w", strings.ToLower(o.GetObjectKind().GroupVersionKind().Kind), err)
-		}
+	}
+	if a.Pod == "" {
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s", op.Type, op.ID, a.Reason)
+		return nil
+	}
+	took := r.now().Sub(op.StepStartedAt.Time).Round(time.Millisecond)
+	ns, name := cc.Namespace, cc.Name
+	s.then(func() { switchovers.WithLabelValues(ns, name).Inc() })
+	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "%s %s: %s is the master (was %s), switchover took %s", op.Type, op.ID, a.Pod, a.Master, took)
+	if a.Operation == nil {
+		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventOperationDone, string(op.Type), "%s %s completed: %s", op.Type, op.ID, op.Reason)
 	}
 	return nil
 }
 
-// deletePrecheck removes the pre-check pod and ConfigMap, and only those
-// this cluster controls: the delete is conditioned on the UID read, so an
-// object of the same name that belongs to someone else is never removed.
-func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
-	zero := int64(0)
-	key := client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}
-	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}} {
-		if err := r.APIReader.Get(ctx, key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return err
-		}
-		if !metav1.IsControlledBy(obj, cc) {
-			continue
-		}
-		uid := obj.GetUID()
-		opts := &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		if _, isPod := obj.(*corev1.Pod); isPod {
-			opts.GracePeriodSeconds = &zero
-		}
-		if err := r.Client.Delete(ctx, obj, opts); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return err
-		}
+// clearSwitchoverRequest removes a switchover request that cannot be
+// served (or needs no switchover), saying why.
+func (r *Reconciler) clearSwitchoverRequest(ctx context.Context, s *scope, a plan.Action) error {
+	if err := r.removeSwitchoverRequest(ctx, s.cc); err != nil {
+		return err
 	}
+	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSwitchover, "Switchover", "Switchover request to %s removed: %s", a.Pod, a.Reason)
 	return nil
 }
 
-func ptrTo[T any](v T) *T { return &v }
+func (r *Reconciler) removeSwitchoverRequest(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationSwitchoverTo))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
+}

@@ -1,11 +1,12 @@
 package daytwo
 
 import (
-	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -22,13 +23,13 @@ type pressure struct {
 
 // recommend updates status.recommendations from the master's last probe
 // and says so in an Event when one appears.
-func (r *Reconciler) recommend(ctx context.Context, cc *cachev1alpha1.CacheCluster, master probe.Observation) error {
-	key := types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
+func (r *Reconciler) recommend(s *scope, master probe.Observation) {
+	cc := s.cc
 	r.mu.Lock()
 	if r.pressure.since == nil {
 		r.pressure.since = map[types.NamespacedName]time.Time{}
 	}
-	since := r.pressure.since[key]
+	since := r.pressure.since[s.key]
 	r.mu.Unlock()
 	window := r.RecommendAfter
 	if window <= 0 {
@@ -36,17 +37,37 @@ func (r *Reconciler) recommend(ctx context.Context, cc *cachev1alpha1.CacheClust
 	}
 	recs, since := plan.Recommend(master, since, r.now(), window, cc.Status.Recommendations)
 	r.mu.Lock()
-	r.pressure.since[key] = since
+	r.pressure.since[s.key] = since
 	r.mu.Unlock()
 	if equality.Semantic.DeepEqual(recs, cc.Status.Recommendations) {
-		return nil
+		return
 	}
-	if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) { st.Recommendations = recs }); err != nil {
-		return err
-	}
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.Recommendations = recs })
 	for _, rec := range recs {
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRecommendation, "Recommend",
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventRecommendation, "Recommend",
 			"%s: %s → %s: %s. Apply it with: kubectl cache recommend %s -n %s --repo <checkout> --path <manifest>", rec.Field, rec.Current, rec.Recommended, rec.Reason, cc.Name, cc.Namespace)
 	}
-	return nil
+}
+
+// setQueued keeps the Queued condition in step with the spec changes that
+// wait for the running operation.
+func setQueued(s *scope, msg string) {
+	cur := meta.FindStatusCondition(s.cc.Status.Conditions, cachev1alpha1.ConditionQueued)
+	switch {
+	case msg == "" && cur == nil:
+		return
+	case msg != "" && cur != nil && cur.Message == msg:
+		return
+	}
+	gen := s.cc.Generation
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		if msg == "" {
+			meta.RemoveStatusCondition(&st.Conditions, cachev1alpha1.ConditionQueued)
+			return
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionQueued, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonWaitingForOperation,
+			Message: msg, ObservedGeneration: gen,
+		})
+	})
 }

@@ -24,7 +24,8 @@ var errRestore = errors.New("the cluster lost its data and is being restored")
 // observeRestore fills the snapshot's view of a lost dataset and of what
 // a disaster recovery needs: the DataLost condition, the annotation that
 // accepts a loss, the latest completed backup and the restore ConfigMap.
-func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, snap *plan.Snapshot) error {
+func (r *Reconciler) observeRestore(ctx context.Context, s *scope) error {
+	cc, backups, snap := s.cc, s.backups, &s.snap
 	snap.AutoRestore = cc.Spec.Backup.AutoRestore
 	lossFound := r.now()
 	if c := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionDataLost); c != nil && c.Status == metav1.ConditionTrue {
@@ -62,98 +63,99 @@ func (r *Reconciler) observeRestore(ctx context.Context, cc *cachev1alpha1.Cache
 	return nil
 }
 
-// executeRestore takes the steps of a lost dataset and its recovery; false
-// when the action is not one of them.
-func (r *Reconciler) executeRestore(ctx context.Context, cc *cachev1alpha1.CacheCluster, snap plan.Snapshot, a plan.Action, pw string) (bool, error) {
-	log := ctrl.LoggerFrom(ctx)
-	now := metav1.NewTime(r.now())
-	switch a.Type {
-	case plan.ActionReportDataLoss:
-		err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
+// reportDataLoss sets the DataLost condition.
+func (r *Reconciler) reportDataLoss(ctx context.Context, s *scope, a plan.Action) error {
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
+			Message: a.Reason, ObservedGeneration: s.cc.Generation,
+		})
+	})
+	ctrl.LoggerFrom(ctx).Info("Data lost", "reason", a.Reason)
+	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventDataLost, "DataLoss", "%s", a.Reason)
+	return nil
+}
+
+// acceptDataLoss serves what the cluster holds, as a person asked with the
+// annotation, and takes the annotation away.
+func (r *Reconciler) acceptDataLoss(ctx context.Context, s *scope, a plan.Action) error {
+	cc := s.cc
+	if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
+		s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+			if st.Operation != nil && st.Operation.Type == cachev1alpha1.OperationRestore {
+				// A restore that cannot finish (the dump is gone) ends
+				// here; the pods start on what they hold.
+				st.Operation = nil
+			}
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
-				Message: a.Reason, ObservedGeneration: cc.Generation,
+				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataLossAccepted,
+				Message: "The loss was accepted (annotation " + cachev1alpha1.AnnotationAcceptDataLoss + "); the cluster serves what it holds", ObservedGeneration: cc.Generation,
 			})
 		})
-		if err == nil {
-			log.Info("Data lost", "reason", a.Reason)
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventDataLost, "DataLoss", "%s", a.Reason)
+		if err := r.commit(ctx, &s.status); err != nil {
+			return err
 		}
-		return true, err
-
-	case plan.ActionAcceptDataLoss:
-		if meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
-			if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-				if st.Operation != nil && st.Operation.Type == cachev1alpha1.OperationRestore {
-					// A restore that cannot finish (the dump is gone) ends
-					// here; the pods start on what they hold.
-					st.Operation = nil
-				}
-				meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-					Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataLossAccepted,
-					Message: "The loss was accepted (annotation " + cachev1alpha1.AnnotationAcceptDataLoss + "); the cluster serves what it holds", ObservedGeneration: cc.Generation,
-				})
-			}); err != nil {
-				return true, err
-			}
-			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventDataLossAccepted, "DataLoss", "The data loss was accepted; the cluster serves what it holds")
-		}
-		r.Prober.AcceptLoss(client.ObjectKeyFromObject(cc))
-		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationAcceptDataLoss))
-		return true, client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
-
-	case plan.ActionStartRestore:
-		if op := cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
-			r.backups.abort(client.ObjectKeyFromObject(cc), errRestore)
-		}
-		op := a.Operation.DeepCopy()
-		op.ID, op.StartedAt = newID(), now
-		loc := snap.LatestBackup.Location
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			st.Operation = op
-			st.RestoreFrom = loc.DeepCopy()
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-				Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
-				Message: a.Reason, ObservedGeneration: cc.Generation,
-			})
-		}); err != nil {
-			return true, err
-		}
-		log.Info("Disaster recovery started", "operation", op.ID, "backup", op.Backup, "reason", a.Reason)
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventRestoreStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, a.Reason)
-		return true, nil
-
-	case plan.ActionVerifyRestore:
-		p, _ := snap.Pod(a.Pod)
-		return true, r.verifyRestore(ctx, cc, p, pw)
-
-	case plan.ActionCompleteRestore:
-		op := cc.Status.Operation
-		lost := metav1.Condition{
-			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
-			Message: fmt.Sprintf("Restored from backup %s", op.Backup), ObservedGeneration: cc.Generation,
-		}
-		typ := corev1.EventTypeNormal
-		switch restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored); {
-		case restored != nil && restored.Status != metav1.ConditionTrue:
-			// The pods did not load the dump as stored: the data is not
-			// back. A person decides; no second automatic attempt.
-			lost.Status, lost.Reason, typ = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreFailed, corev1.EventTypeWarning
-			lost.Message = fmt.Sprintf("The restore of backup %s failed its check: %s. Restore another backup into a new cluster, or accept what the cluster holds: kubectl annotate cachecluster %s %s=true",
-				op.Backup, restored.Message, cc.Name, cachev1alpha1.AnnotationAcceptDataLoss)
-		case restored != nil:
-			lost.Message += ": " + restored.Message
-		}
-		if err := r.patchStatus(ctx, cc, func(st *cachev1alpha1.CacheClusterStatus) {
-			st.Operation = nil
-			meta.SetStatusCondition(&st.Conditions, lost)
-		}); err != nil {
-			return true, err
-		}
-		took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
-		log.Info("Disaster recovery ended", "operation", op.ID, "backup", op.Backup, "duration", took.String(), "outcome", lost.Reason)
-		r.Recorder.Eventf(cc, nil, typ, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s ended in %s (%s). %s", op.Type, op.ID, took, lost.Reason, lost.Message)
-		return true, nil
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventDataLossAccepted, "DataLoss", "The data loss was accepted; the cluster serves what it holds")
 	}
-	return false, nil
+	r.Prober.AcceptLoss(s.key)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, cachev1alpha1.AnnotationAcceptDataLoss))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)))
+}
+
+// startRestore records a disaster recovery from the latest backup; a
+// backup stream in progress is aborted.
+func (r *Reconciler) startRestore(ctx context.Context, s *scope, a plan.Action) error {
+	if op := s.cc.Status.Operation; op != nil && op.Type == cachev1alpha1.OperationBackup {
+		r.backups.abort(s.key, errRestore)
+	}
+	op := a.Operation.DeepCopy()
+	op.ID, op.StartedAt = newID(), metav1.NewTime(r.now())
+	loc := s.snap.LatestBackup.Location
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		st.Operation = op
+		st.RestoreFrom = loc.DeepCopy()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonDataLost,
+			Message: a.Reason, ObservedGeneration: s.cc.Generation,
+		})
+	})
+	ctrl.LoggerFrom(ctx).Info("Disaster recovery started", "operation", op.ID, "backup", op.Backup, "reason", a.Reason)
+	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventRestoreStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, a.Reason)
+	return nil
+}
+
+// verifyRestoreStep compares the restored master's keys with the backup.
+func (r *Reconciler) verifyRestoreStep(ctx context.Context, s *scope, a plan.Action) error {
+	p, _ := s.snap.Pod(a.Pod)
+	return r.verifyRestore(ctx, s, p)
+}
+
+// completeRestore ends a disaster recovery: the data is back, or (the
+// restore failed its check) a person decides.
+func (r *Reconciler) completeRestore(ctx context.Context, s *scope, a plan.Action) error {
+	cc := s.cc
+	op := cc.Status.Operation
+	lost := metav1.Condition{
+		Type: cachev1alpha1.ConditionDataLost, Status: metav1.ConditionFalse, Reason: cachev1alpha1.ReasonDataRestored,
+		Message: fmt.Sprintf("Restored from backup %s", op.Backup), ObservedGeneration: cc.Generation,
+	}
+	typ := corev1.EventTypeNormal
+	switch restored := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored); {
+	case restored != nil && restored.Status != metav1.ConditionTrue:
+		// The pods did not load the dump as stored: no second automatic
+		// attempt.
+		lost.Status, lost.Reason, typ = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreFailed, corev1.EventTypeWarning
+		lost.Message = fmt.Sprintf("The restore of backup %s failed its check: %s. Restore another backup into a new cluster, or accept what the cluster holds: kubectl annotate cachecluster %s %s=true",
+			op.Backup, restored.Message, cc.Name, cachev1alpha1.AnnotationAcceptDataLoss)
+	case restored != nil:
+		lost.Message += ": " + restored.Message
+	}
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		st.Operation = nil
+		meta.SetStatusCondition(&st.Conditions, lost)
+	})
+	took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
+	ctrl.LoggerFrom(ctx).Info("Disaster recovery ended", "operation", op.ID, "backup", op.Backup, "duration", took.String(), "outcome", lost.Reason)
+	s.eventf(typ, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s ended in %s (%s). %s", op.Type, op.ID, took, lost.Reason, lost.Message)
+	return nil
 }

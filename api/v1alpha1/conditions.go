@@ -37,6 +37,11 @@ const (
 	// (annotation cache.cacheops.io/accept-data-loss). False afterwards,
 	// saying which.
 	ConditionDataLost = "DataLost"
+	// ConditionStepFailing is True while the same day-two step has failed
+	// three or more times in a row (it is retried with backoff); its
+	// message names the step and the last error. Removed once a step
+	// succeeds.
+	ConditionStepFailing = "StepFailing"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -56,6 +61,9 @@ const (
 	// ReasonReconcileError: a reconcile step failed with an error that is
 	// retried (the message has the API server's words).
 	ReasonReconcileError = "ReconcileError"
+	// ReasonStepError: a day-two step (a command to Redis, a pod label or
+	// deletion) keeps failing; see the StepFailing condition's message.
+	ReasonStepError = "StepError"
 	// ReasonDecodeFailed: the stored object does not decode into the API's
 	// Go types (written under an older CRD or by hand); nothing is done
 	// with it until it is fixed or deleted.

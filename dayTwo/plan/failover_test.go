@@ -84,6 +84,10 @@ func (w *foWorld) apply(a Action) error {
 			op.ID, op.StartedAt = s.Operation.ID, s.Operation.StartedAt
 		}
 		s.Operation = op
+	case ActionRefresh:
+		for _, name := range a.Pods {
+			w.set(name, func(p *PodState) { p.Obs.ProbedAt = s.Now })
+		}
 	case ActionUnlabel:
 		w.set(a.Pod, func(p *PodState) { p.RoleLabel = "" })
 	case ActionLabelMaster:

@@ -45,6 +45,9 @@ const (
 	ActionFence ActionType = "Fence"
 	// ActionCompleteFailover records the new master and ends the operation.
 	ActionCompleteFailover ActionType = "CompleteFailover"
+	// ActionRefresh probes Pods again now: the next decision needs what
+	// they answer after a moment the snapshot's observations predate.
+	ActionRefresh ActionType = "Refresh"
 	// ActionRecreate deletes a pod that stayed not-Ready too long; its
 	// StatefulSet makes a new one on the same volume (and so in the same
 	// zone, which the volume's node affinity enforces).
@@ -67,12 +70,17 @@ type Action struct {
 	Operation *cachev1alpha1.OperationStatus
 	// Config holds the parameters ApplyConfig sets live.
 	Config map[string]string
+	// Pods are the pods Refresh probes.
+	Pods []string
 }
 
 func (a Action) String() string {
 	s := string(a.Type)
 	if a.Pod != "" {
 		s += " " + a.Pod
+	}
+	if len(a.Pods) > 0 {
+		s += " " + strings.Join(a.Pods, ",")
 	}
 	if a.Master != "" {
 		s += " (master " + a.Master + ")"
@@ -220,7 +228,7 @@ func Healthy(p PodState) bool {
 	return p.Observed && p.Obs.Reachable && !p.Obs.Loading && !p.Deleting
 }
 
-// Plan returns the next step towards: one master, recorded in the status
+// Next returns the next step towards: one master, recorded in the status
 // and labelled; every other reachable pod a replica of it, labelled replica;
 // a failed master replaced by the replica holding the most data.
 func Next(s Snapshot) Action {
@@ -446,6 +454,9 @@ func planFailover(s Snapshot) Action {
 		// 2. Detach the other replicas: they follow the target.
 		old, _ := s.Pod(from)
 		if !Healthy(old) {
+			if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
+				return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
+			}
 			for _, p := range SortedPods(s) {
 				if detachable(s, p, from, target) && MoreHistory(p, target) {
 					return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
@@ -478,6 +489,22 @@ func planFailover(s Snapshot) Action {
 		}
 	}
 	return Action{Type: ActionCompleteFailover, Pod: to, Master: from}
+}
+
+// probedBefore lists the target and the replicas still to detach whose
+// last probe is no later than the failover's start (recorded to the
+// second). With the old master silent their offsets stand still, so one
+// look after the start shows what each holds; deciding on an older look,
+// a replica that received more of the stream than the target would be
+// detached (and resynchronised in full from a target that lacks it).
+func probedBefore(s Snapshot, start time.Time, from string, target PodState) []string {
+	var stale []string
+	for _, p := range SortedPods(s) {
+		if (p.Name == target.Name || detachable(s, p, from, target)) && !p.Obs.ProbedAt.After(start) {
+			stale = append(stale, p.Name)
+		}
+	}
+	return stale
 }
 
 // detachable: before the promotion, p is a reachable replica, neither the

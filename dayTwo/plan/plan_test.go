@@ -17,9 +17,14 @@ var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // pod builds a PodState; role is the Redis role, label the role label.
 func pod(name, ip, role, masterHost, label string, offset, keys int64) PodState {
 	return PodState{Name: name, IP: ip, RoleLabel: label, Observed: true, Obs: probe.Observation{
-		Pod: name, IP: ip, Reachable: true, LastSeen: now, Role: role, MasterHost: masterHost,
+		Pod: name, IP: ip, Reachable: true, LastSeen: now, ProbedAt: now, Role: role, MasterHost: masterHost,
 		MasterLinkUp: role == "slave" && masterHost != "", Offset: offset, Keys: keys,
 	}}
+}
+
+func probedAt(p PodState, t time.Time) PodState {
+	p.Obs.ProbedAt = t
+	return p
 }
 
 func down(p PodState, since time.Duration) PodState {
@@ -57,7 +62,7 @@ func linkDown(p PodState, seconds int64) PodState {
 }
 
 func failoverOp(from, to string) *cachev1alpha1.OperationStatus {
-	return &cachev1alpha1.OperationStatus{ID: "op1", Type: cachev1alpha1.OperationFailover, FromPod: from, ToPod: to, StartedAt: metav1.NewTime(now)}
+	return &cachev1alpha1.OperationStatus{ID: "op1", Type: cachev1alpha1.OperationFailover, FromPod: from, ToPod: to, StartedAt: metav1.NewTime(now.Add(-time.Second))}
 }
 
 func TestPlan(t *testing.T) {
@@ -291,6 +296,26 @@ func TestPlan(t *testing.T) {
 				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
 			}},
 			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-1"},
+		},
+		{
+			// The executor never re-probes on its own: the planner asks for
+			// a look after the failover began, then decides on it.
+			name: "failover step 2: offsets read before the failover began are read again before anyone is detached",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				probedAt(pod("c-1", ip1, "slave", ip0, "replica", 110, 10), now.Add(-2*time.Second)),
+				probedAt(pod("c-2", ip2, "slave", ip0, "replica", 100, 10), now.Add(-2*time.Second)),
+			}},
+			want: Action{Type: ActionRefresh, Pods: []string{"c-1", "c-2"}},
+		},
+		{
+			name: "failover step 3: the target's offset read before the failover began is read again before the promotion",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				probedAt(pod("c-1", ip1, "slave", ip0, "replica", 110, 10), now.Add(-2*time.Second)),
+				pod("c-2", ip2, "slave", ip1, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionRefresh, Pods: []string{"c-1"}},
 		},
 		{
 			name: "failover step 2: a replica holding more than the target becomes the target instead of following it",

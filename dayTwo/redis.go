@@ -1,0 +1,31 @@
+package daytwo
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// killClients drops a pod's normal client connections (not its
+// replication links).
+func killClients(ctx context.Context, ip, password string) error {
+	c := redisClient(ip, password)
+	defer c.Close()
+	return c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()
+}
+
+func replicaOf(ctx context.Context, ip, password, host, port string) error {
+	c := redisClient(ip, password)
+	defer c.Close()
+	return c.Do(ctx, "REPLICAOF", host, port).Err()
+}
+
+// redisClient is a connection for one day-two command to a pod's Redis:
+// no retries (a step is retried by the next reconcile, on what the pods
+// report then), short timeouts.
+func redisClient(ip, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+}
