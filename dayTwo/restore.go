@@ -4,7 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/backup"
+	"github.com/cacheops/cacheops/renderer"
+	"github.com/redis/go-redis/v9"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -158,4 +165,107 @@ func (r *Reconciler) completeRestore(ctx context.Context, s *scope, a plan.Actio
 	ctrl.LoggerFrom(ctx).Info("Disaster recovery ended", "operation", op.ID, "backup", op.Backup, "duration", took.String(), "outcome", lost.Reason)
 	s.eventf(typ, cachev1alpha1.EventRestoreCompleted, string(op.Type), "%s %s ended in %s (%s). %s", op.Type, op.ID, took, lost.Reason, lost.Message)
 	return nil
+}
+
+// verifyRetryFor is how long errors reading a restored backup's metadata
+// are retried before the restore is recorded as unverified (the master
+// label, and so client traffic, waits meanwhile).
+const verifyRetryFor = 2 * time.Minute
+
+// verifyRestore compares the restored master's key count with the dump's
+// metadata and records the Restored condition. Keys with a time to live
+// that passed since the backup are dropped while loading, so the count may
+// be lower by at most the dump's expiring keys. Errors reading the metadata
+// are retried for a while; a dump whose key count is unknown (a header
+// this operator cannot read) is reported as restored, saying so.
+func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.PodState) error {
+	cc, pw := s.cc, s.password
+	loc := renderer.RestoreLocation(cc)
+	op := cc.Status.Operation
+	recovering := op != nil && op.Type == cachev1alpha1.OperationRestore
+	if loc == nil || (!recovering && meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) != nil) {
+		return nil
+	}
+	cond := metav1.Condition{Type: cachev1alpha1.ConditionRestored, ObservedGeneration: cc.Generation}
+	m, err := r.restoreMetadata(ctx, cc, *loc)
+	var keys int64
+	if err == nil {
+		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
+	}
+	key := client.ObjectKeyFromObject(cc)
+	if err != nil {
+		r.mu.Lock()
+		if r.verifyErrorsSince == nil {
+			r.verifyErrorsSince = map[types.NamespacedName]time.Time{}
+		}
+		since, ok := r.verifyErrorsSince[key]
+		if !ok {
+			since = r.now()
+			r.verifyErrorsSince[key] = since
+		}
+		r.mu.Unlock()
+		if r.now().Sub(since) < verifyRetryFor {
+			return fmt.Errorf("checking the restore: %w", err)
+		}
+	}
+	r.mu.Lock()
+	delete(r.verifyErrorsSince, key)
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
+		cond.Message = fmt.Sprintf("could not check the restore of %s for %s: %v", loc.Key, verifyRetryFor, err)
+	case m.Keys < 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
+		cond.Message = fmt.Sprintf("%s holds %d keys from %s (checksum %s checked when downloaded; the backup's key count is unknown)", master.Name, keys, loc, m.Checksum)
+	case keys <= m.Keys && keys >= m.Keys-m.ExpiringKeys:
+		cond.Status, cond.Reason = metav1.ConditionTrue, cachev1alpha1.ReasonRestoreVerified
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d from %s (backup: %d keys, %d with a time to live; checksum %s checked when downloaded)",
+			master.Name, keys, m.DB, loc, m.Keys, m.ExpiringKeys, m.Checksum)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
+		cond.Message = fmt.Sprintf("%s holds %d keys in db%d, the backup %s has %d (%d with a time to live): the pods did not load the dump as stored",
+			master.Name, keys, m.DB, loc, m.Keys, m.ExpiringKeys)
+	}
+	typ := corev1.EventTypeNormal
+	if cond.Status != metav1.ConditionTrue {
+		typ = corev1.EventTypeWarning
+	}
+	s.eventf(typ, cachev1alpha1.EventRestored, "Restore", "%s", cond.Message)
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		meta.SetStatusCondition(&st.Conditions, cond)
+		if recovering {
+			// A disaster recovery goes on: traffic to the checked master.
+			next := st.Operation.DeepCopy()
+			next.Step = cachev1alpha1.StepVerified
+			st.Operation = next
+		}
+	})
+	return nil
+}
+
+func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {
+	store, err := r.openStore(ctx, cc, loc, false)
+	if err != nil {
+		return backup.Metadata{}, err
+	}
+	return store.Metadata(ctx, loc.Key)
+}
+
+// dbKeys is the number of keys in one database of a pod's Redis.
+func dbKeys(ctx context.Context, ip, pw string, db int64) (int64, error) {
+	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: pw, MaxRetries: -1, DialTimeout: 5 * time.Second})
+	defer rc.Close()
+	info, err := rc.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return 0, err
+	}
+	prefix := fmt.Sprintf("db%d:keys=", db)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			return strconv.ParseInt(n, 10, 64)
+		}
+	}
+	return 0, nil
 }
