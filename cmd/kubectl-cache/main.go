@@ -66,7 +66,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	case "switchover":
 		return switchover(args[1:], stdout)
 	case "recommend":
-		return recommend(args[1:], stdout)
+		return recommendCmd(args[1:], stdout)
 	case "backup":
 		return backupNow(args[1:], stdout)
 	case "help", "-h", "--help":
