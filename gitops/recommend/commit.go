@@ -20,10 +20,14 @@ func DefaultBranch(namespace, name string, now time.Time) string {
 // Commit writes the recommendations into the manifest of CacheCluster
 // namespace/name at path (relative to the git checkout repo), keeping its
 // comments and layout, and commits the change on a new branch with the
-// evidence in the message. It returns the commit's hash.
+// evidence in the message. It returns the commit's hash. A path that
+// leaves repo (.., absolute, or through a symbolic link) is refused before
+// anything is written.
 func Commit(repo, path, namespace, name string, recs []cachev1alpha1.Recommendation, branch string) (string, error) {
-	file := filepath.Join(repo, path)
-	data, err := os.ReadFile(file)
+	if !filepath.IsLocal(path) {
+		return "", fmt.Errorf("%s: not a path inside the checkout %s", path, repo)
+	}
+	data, err := os.ReadFile(filepath.Join(repo, path))
 	if err != nil {
 		return "", err
 	}
@@ -34,10 +38,21 @@ func Commit(repo, path, namespace, name string, recs []cachev1alpha1.Recommendat
 	if len(applied) == 0 {
 		return "", fmt.Errorf("%s: the manifest already holds every recommended value", path)
 	}
-	if err := os.WriteFile(file, out, 0o644); err != nil {
+	if err := writeInside(repo, path, out); err != nil {
 		return "", err
 	}
 	return commitFile(repo, path, branch, message(namespace, name, applied))
+}
+
+// writeInside writes the file at path in repo through an os.Root, which
+// refuses a symbolic link that leads out of repo.
+func writeInside(repo, path string, data []byte) error {
+	root, err := os.OpenRoot(repo)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.WriteFile(path, data, 0o644)
 }
 
 // commitFile commits path, and only path whatever else is staged in the

@@ -88,3 +88,32 @@ func TestDefaultBranch(t *testing.T) {
 	at := time.Date(2024, 5, 1, 12, 30, 5, 0, time.FixedZone("CEST", 2*60*60))
 	NewWithT(t).Expect(DefaultBranch("prod", "shop", at)).To(Equal("cacheops/recommend-prod-shop-20240501-103005"))
 }
+
+// Commit writes only inside the checkout it was given: a path that leaves
+// it, by name or through a symbolic link, is refused and nothing outside
+// changes.
+func TestCommitStaysInsideTheCheckout(t *testing.T) {
+	recs := []cachev1alpha1.Recommendation{{Field: "spec.config.maxmemory", Current: "100mb", Recommended: "152mb"}}
+	outside := t.TempDir()
+	target := filepath.Join(outside, "shop.yaml")
+	if err := os.WriteFile(target, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(outside, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(repo, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"../shop.yaml", target, "link.yaml"} {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := Commit(repo, path, "prod", "shop", recs, "b")
+			g.Expect(err).To(HaveOccurred())
+			data, err := os.ReadFile(target)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(data)).To(Equal(manifest), "the file outside the checkout is unchanged")
+		})
+	}
+}
