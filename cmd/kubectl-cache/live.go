@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,108 +81,6 @@ func parseNameFirst(fs *flag.FlagSet, args []string) (string, error) {
 	return name, nil
 }
 
-func status(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	var lf liveFlags
-	lf.register(fs)
-	name, err := parseNameFirst(fs, args)
-	if err != nil {
-		return err
-	}
-	_, cc, err := lf.get(name)
-	if err != nil {
-		return err
-	}
-	writeStatus(stdout, cc)
-	return nil
-}
-
-func writeStatus(w io.Writer, cc *cachev1alpha1.CacheCluster) {
-	st := cc.Status
-	fmt.Fprintf(w, "CacheCluster %s/%s: %s, version %s, %d/%d pods ready, master %s\n",
-		cc.Namespace, cc.Name, orDash(string(st.Phase)), orDash(st.CurrentVersion), st.ReadyReplicas, cc.DesiredReplicas(), orDash(st.CurrentMaster))
-	if cc.Generation != st.ObservedGeneration {
-		fmt.Fprintf(w, "  spec generation %d not observed yet (status describes %d)\n", cc.Generation, st.ObservedGeneration)
-	}
-	if op := st.Operation; op != nil {
-		fmt.Fprintf(w, "Operation %s %s", op.Type, op.ID)
-		if op.Step != "" {
-			fmt.Fprintf(w, ", step %s", op.Step)
-		}
-		fmt.Fprintf(w, ", started %s ago: %s\n", time.Since(op.StartedAt.Time).Round(time.Second), op.Reason)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tROLE\tADDRESS\tREADY")
-	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", n.PodName, orDash(n.Role), orDash(n.Address), n.Ready)
-	}
-	_ = tw.Flush()
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tMESSAGE")
-	for _, c := range st.Conditions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
-	}
-	_ = tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func switchover(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("switchover", flag.ContinueOnError)
-	var lf liveFlags
-	lf.register(fs)
-	to := fs.String("to", "", "the pod to make master (default: the in-sync replica with the most data)")
-	wait := fs.Duration("wait", 0, "wait this long for the switchover to finish (0: return at once)")
-	name, err := parseNameFirst(fs, args)
-	if err != nil {
-		return err
-	}
-	c, cc, err := lf.get(name)
-	if err != nil {
-		return err
-	}
-	ctx, ns := context.Background(), cc.Namespace
-	target := *to
-	if target == "" {
-		target = cachev1alpha1.SwitchoverToBest
-	} else if target == cc.Status.CurrentMaster {
-		return fmt.Errorf("%s is the master already", target)
-	}
-	from := cc.Status.CurrentMaster
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cachev1alpha1.AnnotationSwitchoverTo, target)
-	if err := c.Patch(ctx, cc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "switchover of %s/%s requested (master %s → %s)\n", ns, name, orDash(from), target)
-	if *wait == 0 {
-		return nil
-	}
-	done, err := waitFor(ctx, c, cc, *wait, func() (bool, error) {
-		if _, pending := cc.Annotations[cachev1alpha1.AnnotationSwitchoverTo]; pending {
-			return false, nil
-		}
-		if cc.Status.CurrentMaster == from {
-			return false, fmt.Errorf("the switchover was not done: %s is still the master (see kubectl describe cc %s)", from, name)
-		}
-		// Done when the new master carries the label the client Service
-		// selects, so traffic goes there.
-		return labelledMaster(cc), nil
-	})
-	if err != nil {
-		return err
-	}
-	if !done {
-		return fmt.Errorf("the switchover did not finish within %s", *wait)
-	}
-	fmt.Fprintf(stdout, "%s is the master\n", cc.Status.CurrentMaster)
-	return nil
-}
-
 // waitFor reads obj again every 250 ms until done says so, fails, or wait
 // has passed (then false).
 func waitFor(ctx context.Context, c client.Client, obj client.Object, wait time.Duration, done func() (bool, error)) (bool, error) {
@@ -202,12 +96,10 @@ func waitFor(ctx context.Context, c client.Client, obj client.Object, wait time.
 	return false, nil
 }
 
-// labelledMaster tells whether the recorded master is labelled master.
-func labelledMaster(cc *cachev1alpha1.CacheCluster) bool {
-	for _, n := range cc.Status.Nodes {
-		if n.PodName == cc.Status.CurrentMaster {
-			return n.Role == cachev1alpha1.RoleMaster
-		}
+// orDash prints an empty value as a dash.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	return false
+	return s
 }

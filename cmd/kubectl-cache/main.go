@@ -6,18 +6,15 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/gitops/change"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -66,7 +63,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	case "switchover":
 		return switchover(args[1:], stdout)
 	case "recommend":
-		return recommend(args[1:], stdout)
+		return recommendCmd(args[1:], stdout)
 	case "backup":
 		return backupNow(args[1:], stdout)
 	case "help", "-h", "--help":
@@ -96,7 +93,7 @@ func render(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clusters, err := decodeCacheClusters(data)
+	clusters, err := change.DecodeManifest(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
@@ -131,33 +128,4 @@ func render(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// decodeCacheClusters reads the CacheClusters of a multi-document YAML
-// file, strictly: a misspelt field is an error, as kubectl apply would make
-// it with server-side field validation.
-func decodeCacheClusters(data []byte) ([]*cachev1alpha1.CacheCluster, error) {
-	var out []*cachev1alpha1.CacheCluster
-	for _, doc := range releaseutil.SplitManifests(string(data)) {
-		js, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			return nil, err
-		}
-		if bytes.Equal(js, []byte("null")) {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, err
-		}
-		if u.GroupVersionKind() != cachev1alpha1.GroupVersion.WithKind("CacheCluster") {
-			continue
-		}
-		cc := &cachev1alpha1.CacheCluster{}
-		if err := cc.DecodeStrict(js); err != nil {
-			return nil, fmt.Errorf("CacheCluster %s: %w", u.GetName(), err)
-		}
-		out = append(out, cc)
-	}
-	return out, nil
 }

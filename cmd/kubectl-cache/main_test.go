@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cacheops/cacheops/gitops/change"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/test/manifests"
 )
@@ -63,7 +64,7 @@ func TestRenderEqualsHelmTemplate(t *testing.T) {
 			// The objects the operator applies, before any printing.
 			data, err := os.ReadFile(ex)
 			g.Expect(err).NotTo(HaveOccurred())
-			clusters, err := decodeCacheClusters(data)
+			clusters, err := change.DecodeManifest(data)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(clusters).To(HaveLen(1))
 			objs, err := renderer.Render(clusters[0], renderer.DefaultCapabilities())

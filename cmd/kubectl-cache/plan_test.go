@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/cacheops/cacheops/gitops/change"
 )
 
 const baseCluster = `apiVersion: cache.cacheops.io/v1alpha1
@@ -33,104 +35,18 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-func planJSON(t *testing.T, g Gomega, args ...string) []ClusterPlan {
+func planJSON(t *testing.T, g Gomega, args ...string) []change.ClusterPlan {
 	t.Helper()
 	var out bytes.Buffer
 	g.Expect(run(append([]string{"plan", "--format", "json"}, args...), nil, &out)).To(Succeed())
-	var plans []ClusterPlan
+	var plans []change.ClusterPlan
 	g.Expect(json.Unmarshal(out.Bytes(), &plans)).To(Succeed(), out.String())
 	return plans
 }
 
-func TestPlanTellsWhatAChangeDoes(t *testing.T) {
-	dir := t.TempDir()
-	base := writeFile(t, dir, "base.yaml", baseCluster)
-	tests := []struct {
-		name, head, master string
-		check              func(Gomega, ClusterPlan)
-	}{
-		{
-			name: "version bump", head: strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1),
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(1))
-				op := p.Operations[0]
-				g.Expect(op.Description).To(Equal("version 7.0.15→7.2.4: rolling restart"))
-				g.Expect(op.Restarts).To(Equal([]string{"shop-4", "shop-3", "shop-2", "shop-1", "shop-0"}))
-				g.Expect(op.Switchovers).To(Equal([]string{"shop-0→shop-1"}))
-				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "StatefulSet/shop")))
-			},
-		},
-		{
-			name: "scale-down with the master on an ordinal that goes", head: strings.Replace(baseCluster, "replicas: 5", "replicas: 3", 1), master: "shop-4",
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(1))
-				g.Expect(p.Operations[0].Description).To(Equal("replicas 5→3: switchover first, the master is on ordinal 4"))
-				g.Expect(p.Operations[0].Switchovers).To(Equal([]string{"shop-4→shop-0"}))
-				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
-			},
-		},
-		{
-			name: "a live parameter", head: strings.Replace(baseCluster, "100mb", "200mb", 1),
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(1))
-				g.Expect(p.Operations[0].Description).To(Equal("maxmemory 100mb→200mb: applied live, no restart"))
-				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
-			},
-		},
-		{
-			name: "storage class", head: baseCluster + "  storage:\n    className: fast\n",
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Rejected).To(ConsistOf(ContainSubstring("storage.className: rejected at admission, it is immutable")))
-			},
-		},
-		{
-			name: "autoRestore adds the restore init container: the pods restart onto it",
-			head: baseCluster + "  backup:\n    autoRestore: true\n    s3: {endpoint: s3.example.com, bucket: backups, credentialsSecret: s3}\n",
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(1))
-				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
-				g.Expect(p.Operations[0].Restarts).To(HaveLen(5))
-				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "ConfigMap/shop-restore")))
-			},
-		},
-		{
-			name: "a volume backup target adds the backup store, no pod restarts",
-			head: baseCluster + "  backup:\n    pvc: {claimName: backups}\n",
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(1))
-				g.Expect(p.Operations[0].Description).To(Equal("objects change; no pod restarts"))
-				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
-				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "StatefulSet/shop-backup-store")))
-				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "NetworkPolicy/shop-backup-store")))
-			},
-		},
-		{
-			name: "a change and a queued change run one after the other",
-			head: strings.Replace(strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1), "replicas: 5", "replicas: 6", 1),
-			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Operations).To(HaveLen(2))
-				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
-				g.Expect(p.Operations[1].Description).To(Equal("replicas 5→6"))
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			head := writeFile(t, t.TempDir(), "head.yaml", tt.head)
-			args := []string{"--base", base, "--head", head}
-			if tt.master != "" {
-				args = append(args, "--master", tt.master)
-			}
-			plans := planJSON(t, g, args...)
-			g.Expect(plans).To(HaveLen(1))
-			g.Expect(plans[0].Name).To(Equal("shop"))
-			tt.check(g, plans[0])
-		})
-	}
-}
-
-// plan reads both sides from git revisions, as in a pull request's CI.
+// plan reads both sides from git revisions, as in a pull request's CI, and
+// prints the formats the flags ask for (what a change does is tested in
+// package change).
 func TestPlanBetweenGitRevisions(t *testing.T) {
 	g := NewWithT(t)
 	repo := t.TempDir()
@@ -159,4 +75,29 @@ func TestPlanBetweenGitRevisions(t *testing.T) {
 	g.Expect(run([]string{"plan", "--base", "HEAD~1", "--head", "HEAD", "--format", "markdown"}, nil, &md)).To(Succeed())
 	g.Expect(md.String()).To(ContainSubstring("| 1 | Upgrade | version 7.0.15→7.2.4: rolling restart | 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1) |"))
 	g.Expect(md.String()).To(ContainSubstring("```diff"))
+}
+
+func TestPlanFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := writeFile(t, dir, "base.yaml", baseCluster)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "no head", args: []string{"--base", base}, wantErr: planUsage},
+		{name: "master and live", args: []string{"--base", base, "--head", base, "--master", "shop-1", "--live"}, wantErr: "--master and --live exclude each other"},
+		{name: "unknown format", args: []string{"--base", base, "--head", base, "--format", "xml"}, wantErr: `unknown --format "xml" (text, markdown or json)`},
+		{name: "a side that is nothing", args: []string{"--base", filepath.Join(dir, "absent"), "--head", base}, wantErr: "--base " + filepath.Join(dir, "absent") + ": neither a file, a folder nor a git revision here"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(append([]string{"plan"}, tt.args...), nil, &bytes.Buffer{})
+			NewWithT(t).Expect(err).To(MatchError(tt.wantErr))
+		})
+	}
+
+	var out bytes.Buffer
+	NewWithT(t).Expect(run([]string{"plan", "--base", base, "--head", base}, nil, &out)).To(Succeed())
+	NewWithT(t).Expect(out.String()).To(Equal("No CacheCluster changes.\n"))
 }

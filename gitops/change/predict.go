@@ -1,0 +1,119 @@
+package change
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// Predict tells what the change from before to after (as Load returns
+// them) does to each CacheCluster, sorted by namespace/name; a cluster
+// whose spec and annotations are the same on both sides is left out. live
+// says what the running cluster says, asked with the before side of each
+// changed cluster.
+func Predict(before, after map[string]*cachev1alpha1.CacheCluster, live func(*cachev1alpha1.CacheCluster) Live) ([]ClusterPlan, error) {
+	var plans []ClusterPlan
+	for _, k := range sortedKeys(before, after) {
+		b, a := before[k], after[k]
+		switch {
+		case b == nil:
+			plans = append(plans, created(a))
+		case a == nil:
+			plans = append(plans, deleted(b))
+		case equality.Semantic.DeepEqual(b.Spec, a.Spec) && equality.Semantic.DeepEqual(b.Annotations, a.Annotations):
+		default:
+			st := live(b)
+			p, err := changed(b, a, st.Master)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			p.Warnings = append(p.Warnings, st.Notes...)
+			plans = append(plans, p)
+		}
+	}
+	return plans, nil
+}
+
+// sortedKeys is the union of the keys of both sides, sorted.
+func sortedKeys(before, after map[string]*cachev1alpha1.CacheCluster) []string {
+	keys := map[string]bool{}
+	for k := range before {
+		keys[k] = true
+	}
+	for k := range after {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	return sorted
+}
+
+func created(a *cachev1alpha1.CacheCluster) ClusterPlan {
+	return ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created",
+		Operations: []PlannedOperation{{Type: "Create", Description: fmt.Sprintf("a new cluster of %d pods, version %s", a.DesiredReplicas(), a.Spec.Version)}}}
+}
+
+func deleted(b *cachev1alpha1.CacheCluster) ClusterPlan {
+	msg := "pods deleted; their data is deleted too"
+	if b.Spec.Storage.RetainOnDelete {
+		msg = "pods deleted; the PersistentVolumeClaims are kept (storage.retainOnDelete)"
+	}
+	return ClusterPlan{Namespace: b.Namespace, Name: b.Name, Change: "deleted",
+		Operations: []PlannedOperation{{Type: "Delete", Description: msg}}}
+}
+
+// changed predicts a change to the spec or annotations of a cluster whose
+// master is master: what admission refuses, what will not apply as
+// written, the rendered objects that change and the day-two operations.
+func changed(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, error) {
+	p := ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "changed"}
+	if p.Rejected = rejected(b, a); len(p.Rejected) > 0 {
+		return p, nil
+	}
+	p.Warnings = warnings(b, a)
+
+	// The rendered objects, from spec (what the cluster converges to).
+	diffs, templateChanged, err := objectDiffs(b, a)
+	if err != nil {
+		return p, err
+	}
+	p.Objects = diffs
+
+	if p.Operations, err = simulate(b, a, master, templateChanged); err != nil {
+		return p, err
+	}
+	if len(p.Operations) == 0 && len(p.Objects) > 0 {
+		p.Operations = append(p.Operations, PlannedOperation{Type: "Apply", Description: "objects change; no pod restarts"})
+	}
+	return p, nil
+}
+
+// rejected lists the first change to an immutable field, which the API
+// server refuses at admission.
+func rejected(b, a *cachev1alpha1.CacheCluster) []string {
+	if !equality.Semantic.DeepEqual(b.Spec.Storage.ClassName, a.Spec.Storage.ClassName) {
+		return []string{"storage.className: rejected at admission, it is immutable (create a new CacheCluster and restore a backup instead)"}
+	}
+	if !equality.Semantic.DeepEqual(b.Spec.Restore, a.Spec.Restore) {
+		return []string{"restore: rejected at admission, it is immutable (it applies only when a cluster is created)"}
+	}
+	return nil
+}
+
+// warnings lists the changes that will not be applied as written.
+func warnings(b, a *cachev1alpha1.CacheCluster) []string {
+	var w []string
+	if !equality.Semantic.DeepEqual(b.Spec.Storage.Size, a.Spec.Storage.Size) {
+		w = append(w, "storage.size: Kubernetes refuses to change a StatefulSet's volume claim template; the operator will report Stalled (ApplyFailed) and the claims keep their size")
+	}
+	if a.Spec.Paused {
+		w = append(w, "paused: the operator changes nothing while spec.paused is set")
+	}
+	return w
+}
