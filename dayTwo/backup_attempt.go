@@ -57,54 +57,109 @@ func (r *Reconciler) finishAttempt(ctx context.Context, key types.NamespacedName
 	})
 }
 
-// startBackup begins one attempt: the CacheBackup turns Running and a
+// attempt is one attempt at streaming a CacheBackup's dump.
+type attempt struct {
+	key        types.NamespacedName // the CacheBackup
+	clusterKey types.NamespacedName
+	cluster    *cachev1alpha1.CacheCluster
+	uid        types.UID
+	number     int32
+	// pod is the source, why the planner's reason for it.
+	pod, why  string
+	addr      string
+	password  string
+	target    cachev1alpha1.BackupLocation
+	store     *backup.Store
+	objectKey string
+	where     string
+	start     time.Time
+}
+
+// runBackup begins one attempt: the CacheBackup turns Running and a
 // goroutine streams the dump; its end is written to the CacheBackup, whose
 // change wakes the cluster's reconcile.
 func (r *Reconciler) runBackup(ctx context.Context, s *scope, a plan.Action) error {
-	cc, snap, pw := s.cc, s.snap, s.password
-	log := ctrl.LoggerFrom(ctx)
+	cc := s.cc
 	name := cc.Status.Operation.Backup
 	key := types.NamespacedName{Namespace: cc.Namespace, Name: name}
-	cb := &cachev1alpha1.CacheBackup{}
-	if err := r.APIReader.Get(ctx, key, cb); err != nil {
-		return client.IgnoreNotFound(err)
+	cb, err := r.ownBackup(ctx, cc, key)
+	if cb == nil || err != nil {
+		return err
 	}
-	if !metav1.IsControlledBy(cb, cc) {
-		// Adopt a CacheBackup made without an owner (kubectl apply), so it
-		// is part of the cluster's history and goes with it.
-		patch := client.MergeFrom(cb.DeepCopy())
-		if err := controllerutil.SetControllerReference(cc, cb, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Patch(ctx, cb, patch); err != nil {
-			return err
-		}
-	}
-	fail := func(msg string) error {
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s failed: %s", name, msg)
-		if err := r.recordFailure(ctx, client.ObjectKeyFromObject(cc), name+": "+msg); err != nil {
-			return err
-		}
-		return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
-			now := metav1.NewTime(r.now())
-			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
-			return nil
-		})
-	}
-	if snap.Backup != nil && cb.Status.Attempts != snap.Backup.Attempts {
+	if s.snap.Backup != nil && cb.Status.Attempts != s.snap.Backup.Attempts {
 		// Planned on a cached CacheBackup that has not seen the last
 		// attempt's end yet (it looked Running and streamed by no one):
 		// its retry time and stalled sources were unknown. The update's
 		// event plans again on what the attempt recorded.
-		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", snap.Backup.Attempts)
+		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", s.snap.Backup.Attempts)
 		return nil
 	}
 	if cb.Status.Attempts >= maxBackupAttempts {
-		return fail(fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
+		return r.failBackup(ctx, cc, key, fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
 	}
+	att, err := r.prepareAttempt(ctx, s, a, cb)
+	if att == nil || err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	if !r.backups.add(key, cc.Name, cancel) {
+		cancel(nil)
+		return nil
+	}
+	if err := r.markRunning(ctx, att); err != nil {
+		r.backups.done(key)
+		cancel(nil)
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Backup started", "backup", name, "source", att.pod, "why", att.why, "attempt", att.number, "key", att.objectKey)
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s (%s) to %s", name, att.number, att.pod, att.why, att.where)
+	go r.stream(runCtx, cancel, att)
+	return nil
+}
+
+// ownBackup reads the CacheBackup from the API server and adopts one made
+// without an owner (kubectl apply), so it is part of the cluster's history
+// and goes with it. nil when it is gone.
+func (r *Reconciler) ownBackup(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName) (*cachev1alpha1.CacheBackup, error) {
+	cb := &cachev1alpha1.CacheBackup{}
+	if err := r.APIReader.Get(ctx, key, cb); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if metav1.IsControlledBy(cb, cc) {
+		return cb, nil
+	}
+	patch := client.MergeFrom(cb.DeepCopy())
+	if err := controllerutil.SetControllerReference(cc, cb, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Patch(ctx, cb, patch); err != nil {
+		return nil, err
+	}
+	return cb, nil
+}
+
+// failBackup ends a CacheBackup as Failed: a person must change something
+// (the target, a Secret) before another backup can succeed.
+func (r *Reconciler) failBackup(ctx context.Context, cc *cachev1alpha1.CacheCluster, key types.NamespacedName, msg string) error {
+	r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventBackupFailed, "Backup", "Backup %s failed: %s", key.Name, msg)
+	if err := r.recordFailure(ctx, client.ObjectKeyFromObject(cc), key.Name+": "+msg); err != nil {
+		return err
+	}
+	return r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
+		now := metav1.NewTime(r.now())
+		b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupFailed, msg, &now
+		return nil
+	})
+}
+
+// prepareAttempt opens the backup target; nil (and the CacheBackup
+// failed, or the attempt counted) when it cannot be opened.
+func (r *Reconciler) prepareAttempt(ctx context.Context, s *scope, a plan.Action, cb *cachev1alpha1.CacheBackup) (*attempt, error) {
+	cc := s.cc
+	key := client.ObjectKeyFromObject(cb)
 	target := cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, PVC: cc.Spec.Backup.PVC}
 	if target.S3 == nil && target.PVC == nil {
-		return fail("the cluster has no backup target: set spec.backup.s3 or spec.backup.pvc")
+		return nil, r.failBackup(ctx, cc, key, "the cluster has no backup target: set spec.backup.s3 or spec.backup.pvc")
 	}
 	prefix := ""
 	if target.S3 != nil {
@@ -112,123 +167,131 @@ func (r *Reconciler) runBackup(ctx context.Context, s *scope, a plan.Action) err
 	} else {
 		prefix = target.PVC.Prefix
 	}
-	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, name)
+	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, cb.Name)
 	target.Key = objectKey
 	store, err := r.openStore(ctx, cc, target, true)
 	if err != nil {
 		var missing *missingKeyError
 		var notReady *storeNotReadyError
-		if apierrors.IsNotFound(err) || errors.As(err, &missing) {
-			return fail(err.Error())
-		}
-		if errors.As(err, &notReady) {
+		switch {
+		case apierrors.IsNotFound(err) || errors.As(err, &missing):
+			return nil, r.failBackup(ctx, cc, key, err.Error())
+		case errors.As(err, &notReady):
 			// Waits a while for the pod, then counts as an attempt.
-			return r.failAttemptBeforeStart(ctx, cc, key, cb, err)
+			return nil, r.failAttemptBeforeStart(ctx, cc, key, cb, err)
 		}
-		return err // the API server, not the Secret: the step is retried
+		return nil, err // the API server, not the Secret: the step is retried
 	}
-	src, _ := snap.Pod(a.Pod)
-	where := store.Where(objectKey)
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	if !r.backups.add(key, cc.Name, cancel) {
-		cancel(nil)
-		return nil
-	}
-	start := r.now()
-	attempt := cb.Status.Attempts + 1
-	why, ok := strings.CutPrefix(a.Reason, "backup "+name+" from "+a.Pod+": ")
+	src, _ := s.snap.Pod(a.Pod)
+	why, ok := strings.CutPrefix(a.Reason, "backup "+cb.Name+" from "+a.Pod+": ")
 	if !ok {
 		why = a.Reason
 	}
-	if err := r.updateBackup(ctx, key, func(b *cachev1alpha1.CacheBackup) error {
-		t := metav1.NewTime(start)
-		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, attempt, a.Pod, &t, nil
-		b.Status.SourceReason, b.Status.BytesReceived, b.Status.LastProgressTime = why, 0, &t
-		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to %s", a.Pod, where)
-		return nil
-	}); err != nil {
-		r.backups.done(key)
-		cancel(nil)
-		return err
-	}
-	log.Info("Backup started", "backup", name, "source", a.Pod, "why", why, "attempt", attempt, "key", objectKey)
-	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s (%s) to %s", name, attempt, a.Pod, why, where)
+	return &attempt{
+		key: key, clusterKey: s.key, cluster: cc.DeepCopy(), uid: cb.UID, number: cb.Status.Attempts + 1,
+		pod: a.Pod, why: why, addr: net.JoinHostPort(src.IP, "6379"), password: s.password,
+		target: target, store: store, objectKey: objectKey, where: store.Where(objectKey), start: r.now(),
+	}, nil
+}
 
-	clusterKey := client.ObjectKeyFromObject(cc)
-	ref := cc.DeepCopy()
-	uid := cb.UID
-	go func() {
-		defer r.backups.done(key)
-		defer cancel(nil)
-		defer func() {
-			if p := recover(); p != nil {
-				r.backupFailed(context.Background(), ref, key, uid, attempt, runCtx, fmt.Errorf("internal error: %v", p))
-			}
-		}()
-		progress := &progressReport{}
-		reported := make(chan struct{})
-		reportCtx, stopReports := context.WithCancel(runCtx)
-		go func() {
-			defer close(reported)
-			r.reportProgress(reportCtx, key, uid, attempt, a.Pod, where, progress)
-		}()
-		res, err := backup.Take(runCtx, backup.Source{Addr: net.JoinHostPort(src.IP, "6379"), Password: pw, Timeout: 30 * time.Second,
-			StallTimeout: r.BackupStallTimeout, OnProgress: progress.set},
-			func(ctx context.Context, rd io.Reader, size int64) error { return store.Put(ctx, objectKey, rd, size) })
-		stopReports()
-		<-reported
-		end := r.now()
-		if err == nil {
-			err = store.PutMetadata(runCtx, objectKey, backup.Metadata{
-				Cluster: cc.Name, Namespace: cc.Namespace, Backup: name, SourcePod: a.Pod,
-				RedisVersion: res.Header.RedisVersion, RDBVersion: res.Header.RDBVersion, ReplicationOffset: res.Header.ReplicationOffset,
-				DB: res.Header.DB, Keys: res.Header.Keys, ExpiringKeys: res.Header.ExpiringKeys,
-				Size: res.Size, Checksum: res.Checksum, StartTime: start.UTC(), EndTime: end.UTC(),
-			})
-		}
-		bg := context.Background()
-		if err != nil {
-			var stall *backup.StallError
-			if errors.As(err, &stall) {
-				r.backupStalled(bg, ref, key, uid, attempt, a.Pod, stall)
-				return
-			}
-			r.backupFailed(bg, ref, key, uid, attempt, runCtx, err)
-			return
-		}
-		took := end.Sub(start).Round(time.Millisecond)
-		if uerr := r.finishAttempt(bg, key, uid, attempt, func(b *cachev1alpha1.CacheBackup) {
-			t := metav1.NewTime(end)
-			b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupCompleted, "", &t
-			if res.HeaderErr != nil {
-				b.Status.Message = "stored; the key count is unknown: " + res.HeaderErr.Error()
-			}
-			b.Status.Location = target.DeepCopy()
-			b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
-			b.Status.BytesReceived, b.Status.LastProgressTime = res.Size, &t
-			b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
-			b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
-		}); uerr != nil {
-			if !errors.Is(uerr, errSuperseded) {
-				ctrl.Log.WithName(ControllerName).Error(uerr, "Recording a completed backup", "backup", key)
-			}
-			return
-		}
-		ctrl.Log.WithName(ControllerName).Info("Backup completed", "backup", key, "bytes", res.Size, "keys", res.Header.Keys, "duration", took.String())
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupCompleted, "Backup",
-			"Backup %s: %d keys, %d bytes from %s in %s (%s)", name, res.Header.Keys, res.Size, a.Pod, took, res.Checksum)
-		backupDuration.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Observe(took.Seconds())
-		backupSize.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(res.Size))
-		backupLastSuccess.WithLabelValues(clusterKey.Namespace, clusterKey.Name).Set(float64(end.Unix()))
-		if err := r.recordSuccess(bg, clusterKey, name, end, fmt.Sprintf("%s completed at %s: %d keys, %d bytes, %s",
-			name, end.UTC().Format(time.RFC3339), res.Header.Keys, res.Size, where)); err != nil {
-			ctrl.Log.WithName(ControllerName).Error(err, "Recording the last successful backup", "cluster", clusterKey)
-		}
-		if err := r.applyRetention(bg, clusterKey); err != nil {
-			ctrl.Log.WithName(ControllerName).Error(err, "Applying backup retention", "cluster", clusterKey)
+// markRunning records the attempt in the CacheBackup before it streams.
+func (r *Reconciler) markRunning(ctx context.Context, att *attempt) error {
+	return r.updateBackup(ctx, att.key, func(b *cachev1alpha1.CacheBackup) error {
+		t := metav1.NewTime(att.start)
+		b.Status.Phase, b.Status.Attempts, b.Status.SourcePod, b.Status.StartTime, b.Status.CompletionTime = cachev1alpha1.BackupRunning, att.number, att.pod, &t, nil
+		b.Status.SourceReason, b.Status.BytesReceived, b.Status.LastProgressTime = att.why, 0, &t
+		b.Status.Message = fmt.Sprintf("streaming a snapshot of %s to %s", att.pod, att.where)
+		return nil
+	})
+}
+
+// stream takes the dump and records how the attempt ended; it runs in its
+// own goroutine until the dump is stored or runCtx is cancelled (a
+// failover, a deleted backup, the operator stopping).
+func (r *Reconciler) stream(runCtx context.Context, cancel context.CancelCauseFunc, att *attempt) {
+	defer r.backups.done(att.key)
+	defer cancel(nil)
+	defer func() {
+		if p := recover(); p != nil {
+			r.backupFailed(context.Background(), att.cluster, att.key, att.uid, att.number, runCtx, fmt.Errorf("internal error: %v", p))
 		}
 	}()
-	return nil
+	progress := &progressReport{}
+	reported := make(chan struct{})
+	reportCtx, stopReports := context.WithCancel(runCtx)
+	go func() {
+		defer close(reported)
+		r.reportProgress(reportCtx, att.key, att.uid, att.number, att.pod, att.where, progress)
+	}()
+	res, err := backup.Take(runCtx, backup.Source{Addr: att.addr, Password: att.password, Timeout: 30 * time.Second,
+		StallTimeout: r.BackupStallTimeout, OnProgress: progress.set},
+		func(ctx context.Context, rd io.Reader, size int64) error {
+			return att.store.Put(ctx, att.objectKey, rd, size)
+		})
+	stopReports()
+	<-reported
+	end := r.now()
+	if err == nil {
+		err = att.store.PutMetadata(runCtx, att.objectKey, att.metadata(res, end))
+	}
+	bg := context.Background()
+	var stall *backup.StallError
+	switch {
+	case errors.As(err, &stall):
+		r.backupStalled(bg, att.cluster, att.key, att.uid, att.number, att.pod, stall)
+	case err != nil:
+		r.backupFailed(bg, att.cluster, att.key, att.uid, att.number, runCtx, err)
+	default:
+		r.backupCompleted(bg, att, res, end)
+	}
+}
+
+func (att *attempt) metadata(res backup.Result, end time.Time) backup.Metadata {
+	cc := att.cluster
+	return backup.Metadata{
+		Cluster: cc.Name, Namespace: cc.Namespace, Backup: att.key.Name, SourcePod: att.pod,
+		RedisVersion: res.Header.RedisVersion, RDBVersion: res.Header.RDBVersion, ReplicationOffset: res.Header.ReplicationOffset,
+		DB: res.Header.DB, Keys: res.Header.Keys, ExpiringKeys: res.Header.ExpiringKeys,
+		Size: res.Size, Checksum: res.Checksum, StartTime: att.start.UTC(), EndTime: end.UTC(),
+	}
+}
+
+// backupCompleted records a stored dump: the CacheBackup, the metrics, the
+// cluster's last success, then the retention.
+func (r *Reconciler) backupCompleted(ctx context.Context, att *attempt, res backup.Result, end time.Time) {
+	log := ctrl.Log.WithName(ControllerName)
+	took := end.Sub(att.start).Round(time.Millisecond)
+	if uerr := r.finishAttempt(ctx, att.key, att.uid, att.number, func(b *cachev1alpha1.CacheBackup) {
+		t := metav1.NewTime(end)
+		b.Status.Phase, b.Status.Message, b.Status.CompletionTime = cachev1alpha1.BackupCompleted, "", &t
+		if res.HeaderErr != nil {
+			b.Status.Message = "stored; the key count is unknown: " + res.HeaderErr.Error()
+		}
+		b.Status.Location = att.target.DeepCopy()
+		b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
+		b.Status.BytesReceived, b.Status.LastProgressTime = res.Size, &t
+		b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
+		b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
+	}); uerr != nil {
+		if !errors.Is(uerr, errSuperseded) {
+			log.Error(uerr, "Recording a completed backup", "backup", att.key)
+		}
+		return
+	}
+	ck := att.clusterKey
+	log.Info("Backup completed", "backup", att.key, "bytes", res.Size, "keys", res.Header.Keys, "duration", took.String())
+	r.Recorder.Eventf(att.cluster, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupCompleted, "Backup",
+		"Backup %s: %d keys, %d bytes from %s in %s (%s)", att.key.Name, res.Header.Keys, res.Size, att.pod, took, res.Checksum)
+	backupDuration.WithLabelValues(ck.Namespace, ck.Name).Observe(took.Seconds())
+	backupSize.WithLabelValues(ck.Namespace, ck.Name).Set(float64(res.Size))
+	backupLastSuccess.WithLabelValues(ck.Namespace, ck.Name).Set(float64(end.Unix()))
+	if err := r.recordSuccess(ctx, ck, att.key.Name, end, fmt.Sprintf("%s completed at %s: %d keys, %d bytes, %s",
+		att.key.Name, end.UTC().Format(time.RFC3339), res.Header.Keys, res.Size, att.where)); err != nil {
+		log.Error(err, "Recording the last successful backup", "cluster", ck)
+	}
+	if err := r.applyRetention(ctx, ck); err != nil {
+		log.Error(err, "Applying backup retention", "cluster", ck)
+	}
 }
 
 // progressWriteEvery bounds how often a running attempt's progress is
