@@ -854,7 +854,7 @@ func (r *Reconciler) schedule(ctx context.Context, cc *cachev1alpha1.CacheCluste
 		backupLastSuccess.DeletePartialMatch(labels)
 		return 0, nil
 	}
-	sched, err := backup.ParseSchedule(bs.Schedule)
+	sched, err := cachev1alpha1.ParseSchedule(bs.Schedule)
 	if err != nil {
 		return 0, nil // day-one reports it as Stalled
 	}
