@@ -37,8 +37,12 @@ vet: ## go vet (including the end-to-end suite).
 verify-files: ## Fail when git tracks an executable that is not a script or a file over 1 MiB (allow-list: hack/tracked-files-allowed.txt).
 	@hack/check-tracked-files.sh
 
+.PHONY: verify-imports
+verify-imports: ## Fail when a package under renderer/ (tests included) imports anything under dayTwo/ or gitops/.
+	@hack/check-imports.sh
+
 .PHONY: verify
-verify: verify-files generate ## Fail when generated files are stale, code is not gofmt-clean, go.mod is untidy or a tracked file is a build output.
+verify: verify-files verify-imports generate ## Fail when generated files are stale, code is not gofmt-clean, go.mod is untidy, a tracked file is a build output or renderer/ imports dayTwo/ or gitops/.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
 	@git diff --exit-code -- api charts || { echo "generated files are stale: run make generate and commit"; exit 1; }

@@ -29,7 +29,8 @@ import (
 const (
 	// ControllerName names the controller in logs, metrics and Events.
 	ControllerName = "cachecluster-daytwo"
-	// FieldManager owns the role label of the pods.
+	// FieldManager owns the role label of the pods and the upgrade
+	// pre-check pod and ConfigMap.
 	FieldManager = "cacheops-daytwo"
 	// defaultProbeTimeout is spec.highAvailability.probeTimeoutSeconds'
 	// default.

@@ -6,5 +6,7 @@
 // operator restarted mid-failover finishes the same failover.
 //
 // It never writes a CacheCluster's spec and never renders objects: that is
-// the day-one controller's job (renderer/controller).
+// the day-one controller's job (renderer/controller). Even the upgrade
+// pre-check's pod and ConfigMap come from the renderer
+// (renderer.RenderPrecheck); day-two only applies them.
 package daytwo

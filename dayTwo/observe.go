@@ -146,7 +146,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) error {
 	}
 
 	pod := &corev1.Pod{}
-	err = r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, pod)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: renderer.PrecheckName(cc)}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

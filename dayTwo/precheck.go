@@ -8,12 +8,11 @@ import (
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -23,9 +22,6 @@ import (
 // pod made from it must start (an image that does not pull, a value Redis
 // refuses at start-up). plan/operations.go decides when it starts, passes
 // or fails.
-
-// precheckName names the pre-check pod and its ConfigMap.
-func precheckName(cc *cachev1alpha1.CacheCluster) string { return cc.Name + "-precheck" }
 
 // precheckStart makes the pre-check pod for the target values.
 func (r *Reconciler) precheckStart(ctx context.Context, s *scope, a plan.Action) error {
@@ -62,83 +58,67 @@ func (r *Reconciler) precheckFail(ctx context.Context, s *scope, a plan.Action) 
 	return nil
 }
 
-// startPrecheck starts a pod with the new template: the StatefulSet's pod
-// and ConfigMap rendered from the target values, an empty data folder, no
-// label any Service selects.
+// startPrecheck starts a pod with the new template (renderer.RenderPrecheck)
+// and applies it and its ConfigMap with server-side apply, as day-one
+// applies its objects.
 func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) error {
 	// The cache may not show the pod made a moment ago: ask the API
 	// server, so a pre-check pod is not deleted and made again while it
 	// starts.
+	key := client.ObjectKey{Namespace: cc.Namespace, Name: renderer.PrecheckName(cc)}
 	live := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}, live)
-	if err == nil && live.DeletionTimestamp.IsZero() && live.Annotations[annotationTemplateKey] == renderer.TemplateKey(target) {
+	err := r.APIReader.Get(ctx, key, live)
+	if err == nil && live.DeletionTimestamp.IsZero() && live.Annotations[cachev1alpha1.AnnotationTemplateKey] == renderer.TemplateKey(target) {
 		return nil
 	}
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if err == nil && !metav1.IsControlledBy(live, cc) {
-		// Someone else's pod has the pre-check's name: never delete it.
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck",
-			"Pod %s exists and is not controlled by this CacheCluster; the upgrade pre-check waits until it is renamed or deleted", live.Name)
-		return fmt.Errorf("the pre-check pod name %s is taken by a pod this cluster does not control", live.Name)
+	podExists := err == nil
+	liveCM := &corev1.ConfigMap{}
+	cmErr := r.APIReader.Get(ctx, key, liveCM)
+	if client.IgnoreNotFound(cmErr) != nil {
+		return cmErr
+	}
+	for _, o := range []struct {
+		obj    client.Object
+		exists bool
+		kind   string
+	}{{live, podExists, "Pod"}, {liveCM, cmErr == nil, "ConfigMap"}} {
+		if o.exists && !metav1.IsControlledBy(o.obj, cc) {
+			// Someone else's object has the pre-check's name: never
+			// delete it, nor apply over it.
+			r.Recorder.Eventf(cc, nil, corev1.EventTypeWarning, cachev1alpha1.EventPrecheckFailed, "Precheck",
+				"%s %s exists and is not controlled by this CacheCluster; the upgrade pre-check waits until it is renamed or deleted", o.kind, key.Name)
+			return fmt.Errorf("the pre-check %s name %s is taken by a %s this cluster does not control", strings.ToLower(o.kind), key.Name, strings.ToLower(o.kind))
+		}
 	}
 	if err := r.deletePrecheck(ctx, cc); err != nil {
 		return err
 	}
-	draft := cc.DeepCopy()
-	approveValues(&draft.Status, target)
-	objs, err := renderer.Render(draft, renderer.DefaultCapabilities())
+	if podExists {
+		// An outdated or dying pre-check pod: apply the new one once it
+		// is gone (its deletion wakes this cluster), never onto a pod
+		// being deleted.
+		err := r.APIReader.Get(ctx, key, &corev1.Pod{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	pod, cm, err := renderer.RenderPrecheck(cc, target)
 	if err != nil {
-		return fmt.Errorf("rendering the new template: %w", err)
+		return err
 	}
-	var sts appsv1.StatefulSet
-	var cm corev1.ConfigMap
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "StatefulSet":
-			// The cache pods', not the backup store's.
-			if o.GetName() == cc.Name {
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)
-			}
-		case "ConfigMap":
-			// redis.conf, not another ConfigMap of the cluster (the restore
-			// state).
-			if o.GetName() == cc.Name+"-config" {
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm)
-			}
-		}
-		if err != nil {
+	for _, obj := range []*unstructured.Unstructured{cm, pod} {
+		if err := controllerutil.SetControllerReference(cc, obj, r.Client.Scheme()); err != nil {
 			return err
 		}
-	}
-	name := precheckName(cc)
-	labels := map[string]string{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue, cachev1alpha1.LabelPrecheck: cc.Name}
-	pcm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: name, Labels: labels}, Data: cm.Data}
-	spec := sts.Spec.Template.Spec.DeepCopy()
-	spec.RestartPolicy = corev1.RestartPolicyNever
-	spec.TerminationGracePeriodSeconds = ptrTo[int64](5)
-	for i, v := range spec.Volumes {
-		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
-			spec.Volumes[i].ConfigMap.Name = name
-		}
-	}
-	for _, t := range sts.Spec.VolumeClaimTemplates {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: cc.Namespace, Name: name, Labels: labels,
-			Annotations: map[string]string{annotationTemplateKey: renderer.TemplateKey(target)},
-		},
-		Spec: *spec,
-	}
-	for _, o := range []client.Object{pcm, pod} {
-		if err := controllerutil.SetControllerReference(cc, o, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the pre-check %s: %w", strings.ToLower(o.GetObjectKind().GroupVersionKind().Kind), err)
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
+			client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying the pre-check %s: %w", strings.ToLower(obj.GetKind()), err)
 		}
 	}
 	return nil
@@ -149,7 +129,7 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 // object of the same name that belongs to someone else is never removed.
 func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster) error {
 	zero := int64(0)
-	key := client.ObjectKey{Namespace: cc.Namespace, Name: precheckName(cc)}
+	key := client.ObjectKey{Namespace: cc.Namespace, Name: renderer.PrecheckName(cc)}
 	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}} {
 		if err := r.APIReader.Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -172,8 +152,6 @@ func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.Cache
 	return nil
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // templateKeyOf computes renderer.TemplateKey from a rendered pod template.
 func templateKeyOf(t *corev1.PodTemplateSpec) string {
 	for _, c := range t.Spec.Containers {
@@ -187,7 +165,7 @@ func templateKeyOf(t *corev1.PodTemplateSpec) string {
 // precheckState judges the pre-check pod: ready, failed (with the reason
 // the kubelet gives), or still starting.
 func precheckState(p *corev1.Pod) *plan.PrecheckState {
-	st := &plan.PrecheckState{TemplateKey: p.Annotations[annotationTemplateKey]}
+	st := &plan.PrecheckState{TemplateKey: p.Annotations[cachev1alpha1.AnnotationTemplateKey]}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			st.Ready = true
@@ -222,5 +200,3 @@ var badWaiting = map[string]bool{
 	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
 	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
-
-const annotationTemplateKey = "cache.cacheops.io/template-key"

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
@@ -46,7 +45,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		backupLastSuccess.DeletePartialMatch(labels)
 		return 0, nil
 	}
-	sched, err := backup.ParseSchedule(bs.Schedule)
+	sched, err := cachev1alpha1.ParseSchedule(bs.Schedule)
 	if err != nil {
 		return 0, nil // day-one reports it as Stalled
 	}

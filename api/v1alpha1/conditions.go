@@ -208,6 +208,10 @@ const (
 	AnnotationRestartConfig = "cache.cacheops.io/restart-config"
 	// LabelPrecheck marks the temporary pod of an upgrade pre-check.
 	LabelPrecheck = "cache.cacheops.io/precheck"
+	// AnnotationTemplateKey is the template key (renderer.TemplateKey) of
+	// the values the pre-check pod was rendered from, so day-two can tell a
+	// pre-check of the current target from an outdated one.
+	AnnotationTemplateKey = "cache.cacheops.io/template-key"
 	// Finalizer lets the operator remove children (and PVCs, unless retained)
 	// before the CacheCluster disappears.
 	Finalizer = "cache.cacheops.io/finalizer"

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/renderer"
 )
 
@@ -197,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 	cc := s.cc
 	if cc.Spec.Backup.Enabled {
-		if _, err := backup.ParseSchedule(cc.Spec.Backup.Schedule); err != nil {
+		if _, err := cachev1alpha1.ParseSchedule(cc.Spec.Backup.Schedule); err != nil {
 			return &stall{reason: cachev1alpha1.ReasonInvalidBackupSchedule, message: err.Error()}
 		}
 	}

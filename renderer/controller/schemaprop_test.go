@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/examples"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/cacheops/cacheops/test/schemagen"
@@ -387,7 +386,7 @@ func preApply(rd *renderer.Renderer, cc *cachev1alpha1.CacheCluster, caps render
 		}
 	}()
 	if cc.Spec.Backup.Enabled {
-		if _, err := backup.ParseSchedule(cc.Spec.Backup.Schedule); err != nil {
+		if _, err := cachev1alpha1.ParseSchedule(cc.Spec.Backup.Schedule); err != nil {
 			return nil, &stall{reason: cachev1alpha1.ReasonInvalidBackupSchedule, message: err.Error()}, nil
 		}
 	}

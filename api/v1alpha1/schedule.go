@@ -1,4 +1,4 @@
-package backup
+package v1alpha1
 
 import (
 	"fmt"

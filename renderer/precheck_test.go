@@ -1,0 +1,110 @@
+package renderer
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// The pre-check pod is the StatefulSet's pod as the target values render
+// it (not as spec or the approved values do), run once on empty folders
+// with its own ConfigMap, and reachable through no Service.
+func TestRenderPrecheck(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["basic"]
+	cc.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: SpecValues(cc)}
+	target := SpecValues(cc)
+	target.Version = "7.2.5"
+	target.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory-policy": "allkeys-lfu"}
+
+	podU, cmU, err := RenderPrecheck(cc, target)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cc.Status.Rollout.Version).To(Equal("7.0.15"), "the CacheCluster passed in is not changed")
+
+	// What the StatefulSet and its ConfigMap become once target is approved.
+	want := cc.DeepCopy()
+	want.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: target}
+	objs, err := Render(want, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	var sts appsv1.StatefulSet
+	var conf corev1.ConfigMap
+	var selectors []labels.Selector
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "StatefulSet":
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts)).To(Succeed())
+		case "ConfigMap":
+			if o.GetName() == "basic-config" {
+				g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &conf)).To(Succeed())
+			}
+		case "Service":
+			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
+			g.Expect(sel).NotTo(BeEmpty())
+			selectors = append(selectors, labels.SelectorFromSet(sel))
+		}
+	}
+	g.Expect(selectors).To(HaveLen(3))
+
+	for _, u := range []*unstructured.Unstructured{podU, cmU} {
+		g.Expect(u.GetName()).To(Equal("basic-precheck"))
+		g.Expect(u.GetNamespace()).To(Equal("default"))
+		g.Expect(u.GetLabels()).To(Equal(map[string]string{
+			cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue,
+			cachev1alpha1.LabelPrecheck:  "basic",
+		}))
+		g.Expect(u.GetOwnerReferences()).To(BeEmpty(), "the caller sets the controller reference")
+		g.Expect(u.Object).NotTo(HaveKey("status"))
+		g.Expect(u.Object["metadata"]).NotTo(HaveKey("creationTimestamp"))
+	}
+	g.Expect(podU.GetAPIVersion()).To(Equal("v1"))
+	g.Expect(podU.GetKind()).To(Equal("Pod"))
+	g.Expect(cmU.GetAPIVersion()).To(Equal("v1"))
+	g.Expect(cmU.GetKind()).To(Equal("ConfigMap"))
+
+	var pod corev1.Pod
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(podU.Object, &pod)).To(Succeed())
+	var cm corev1.ConfigMap
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(cmU.Object, &cm)).To(Succeed())
+
+	g.Expect(pod.Annotations).To(Equal(map[string]string{cachev1alpha1.AnnotationTemplateKey: TemplateKey(target)}))
+	for _, sel := range selectors {
+		g.Expect(sel.Matches(labels.Set(pod.Labels))).To(BeFalse(), "Service selector %s selects the pre-check pod", sel)
+	}
+	g.Expect(labels.SelectorFromSet(sts.Spec.Selector.MatchLabels).Matches(labels.Set(pod.Labels))).To(BeFalse(), "the StatefulSet would adopt it")
+
+	// The pod template, run once, on empty folders, reading its own
+	// ConfigMap: nothing else differs.
+	g.Expect(pod.Spec.Containers[0].Image).To(Equal("redis:7.2.5"))
+	g.Expect(pod.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
+	g.Expect(sts.Spec.VolumeClaimTemplates).NotTo(BeEmpty())
+	expected := sts.Spec.Template.Spec.DeepCopy()
+	expected.RestartPolicy = corev1.RestartPolicyNever
+	expected.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
+	renamed := 0
+	for i, v := range expected.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == "basic-config" {
+			expected.Volumes[i].ConfigMap.Name = "basic-precheck"
+			renamed++
+		}
+	}
+	g.Expect(renamed).To(Equal(1))
+	for _, c := range sts.Spec.VolumeClaimTemplates {
+		expected.Volumes = append(expected.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	g.Expect(pod.Spec).To(Equal(*expected))
+	g.Expect(*pod.Spec.TerminationGracePeriodSeconds).To(BeNumerically("<", *sts.Spec.Template.Spec.TerminationGracePeriodSeconds))
+	for _, v := range pod.Spec.Volumes {
+		g.Expect(v.PersistentVolumeClaim).To(BeNil(), "volume %s", v.Name)
+	}
+
+	// Its ConfigMap holds the target's redis.conf.
+	g.Expect(cm.Data).To(Equal(conf.Data))
+	g.Expect(cm.Data["redis.conf"]).To(ContainSubstring("maxmemory-policy allkeys-lfu"))
+}
