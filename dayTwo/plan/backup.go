@@ -9,14 +9,6 @@ import (
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
 
-const (
-	// ActionRunBackup starts streaming a dump of Pod to the backup target.
-	ActionRunBackup ActionType = "RunBackup"
-	// ActionVerifyRestore compares the restored master's keys with the
-	// backup's metadata and records the Restored condition.
-	ActionVerifyRestore ActionType = "VerifyRestore"
-)
-
 // BackupState is the CacheBackup a Backup operation takes, as the planner
 // sees it.
 type BackupState struct {

@@ -103,7 +103,7 @@ func (w *foWorld) apply(a Action) error {
 			return fmt.Errorf("%s: the failover target is made a replica", a)
 		}
 		oldMaster := s.Operation != nil && a.Pod == s.Operation.FromPod || s.Operation == nil && a.Type == ActionFence
-		if !oldMaster && MoreHistory(p, m) {
+		if !oldMaster && moreHistory(p, m) {
 			return fmt.Errorf("%s: %s (offset %d) would resynchronise in full from %s (offset %d)", a, p.Name, p.Obs.Offset, m.Name, m.Obs.Offset)
 		}
 		w.set(a.Pod, func(p *PodState) {

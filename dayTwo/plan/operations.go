@@ -13,44 +13,6 @@ import (
 )
 
 // The steps of operations other than failover.
-const (
-	// ActionApprove writes Values to status.rollout: day-one renders the
-	// StatefulSet and the ConfigMap from them.
-	ActionApprove ActionType = "Approve"
-	// ActionStartOperation records Operation in the status before any of
-	// its steps is taken.
-	ActionStartOperation ActionType = "StartOperation"
-	// ActionNextStep records the operation's next step.
-	ActionNextStep ActionType = "NextStep"
-	// ActionCompleteOperation ends the operation: Values (if set) are
-	// approved and Operation (if set) holds the rollout's verdict.
-	ActionCompleteOperation ActionType = "CompleteOperation"
-	// ActionPrecheckStart starts a temporary pod with the new template.
-	ActionPrecheckStart ActionType = "PrecheckStart"
-	// ActionPrecheckPass removes the pre-check pod and approves the new
-	// template; the restarts begin.
-	ActionPrecheckPass ActionType = "PrecheckPass"
-	// ActionPrecheckFail removes the pre-check pod and blocks the new
-	// template; no pod of the cluster was touched.
-	ActionPrecheckFail ActionType = "PrecheckFail"
-	// ActionRestartPod deletes a pod so its StatefulSet recreates it on
-	// the approved template.
-	ActionRestartPod ActionType = "RestartPod"
-	// ActionRollback approves the previous values again and restarts the
-	// pods that run the new template.
-	ActionRollback ActionType = "Rollback"
-	// ActionGracefulSwitchover runs Redis FAILOVER TO on the master: it
-	// pauses writes, waits for the target to catch up, then swaps roles.
-	ActionGracefulSwitchover ActionType = "GracefulSwitchover"
-	// ActionEndSwitchover records the new master (or the abort) and returns
-	// to the operation's next step.
-	ActionEndSwitchover ActionType = "EndSwitchover"
-	// ActionApplyConfig sets parameters live with CONFIG SET on every pod
-	// and checks them with CONFIG GET.
-	ActionApplyConfig ActionType = "ApplyConfig"
-	// ActionClearSwitchoverRequest removes the switchover annotation.
-	ActionClearSwitchoverRequest ActionType = "ClearSwitchoverRequest"
-)
 
 // StepRollbackSwitchover is the switchover inside a rollback.
 const StepRollbackSwitchover = "RollbackSwitchover"

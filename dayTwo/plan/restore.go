@@ -9,20 +9,6 @@ import (
 )
 
 // The steps of a lost dataset and its disaster recovery.
-const (
-	// ActionReportDataLoss sets the DataLost condition: the cluster is
-	// Failed, and the message says how to restore.
-	ActionReportDataLoss ActionType = "ReportDataLoss"
-	// ActionAcceptDataLoss ends a reported loss without a restore, as the
-	// annotation asks, and removes the annotation.
-	ActionAcceptDataLoss ActionType = "AcceptDataLoss"
-	// ActionStartRestore records a Restore operation and the backup it
-	// restores (status.restoreFrom) before any of its steps.
-	ActionStartRestore ActionType = "StartRestore"
-	// ActionCompleteRestore ends the Restore operation: DataLost False, or
-	// True (RestoreFailed) when the restored master failed its check.
-	ActionCompleteRestore ActionType = "CompleteRestore"
-)
 
 // RestorePoint is a completed backup a disaster recovery can restore.
 type RestorePoint struct {

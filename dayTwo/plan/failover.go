@@ -1,0 +1,206 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// planFailover continues a recorded failover, one step at a time, in an
+// order after which no pod but the target can acknowledge a write (a WAIT
+// needs a master with a replica attached):
+//
+//  1. the old master loses its label: the Service stops sending it
+//     traffic;
+//  2. detach: every other reachable replica follows the target (REPLICAOF
+//     target) while the target still replicates the old master, so an old
+//     master that comes back has no replica but the target, and every
+//     write it gets acknowledged is on the target. A replica that holds
+//     more of the stream than the target becomes the target instead
+//     (only while the old master does not answer: then the offsets stand
+//     still);
+//  3. promote the target (REPLICAOF NO ONE): the old master is left with
+//     no replica at all;
+//  4. fence every other pod that believes it is master (the old master
+//     when it answers): it follows the target and its client connections
+//     are dropped;
+//  5. label the target;
+//  6. repoint the pods that follow anything else (pods that came back);
+//  7. record the new master, end the operation.
+//
+// Every step is planned from what the pods report, so a step taken twice
+// (an operator restarted after acting, before seeing the effect) changes
+// nothing.
+func planFailover(s Snapshot) Action {
+	op := s.Operation
+	from, to := op.FromPod, op.ToPod
+	target, ok := s.Pod(to)
+	if !ok || s.down(to) {
+		// The chosen pod died too: choose again, still away from the old master.
+		cand, why := chooseCandidate(s, from, to)
+		if cand == "" {
+			return Action{Type: ActionWait, Pod: to, Reason: "failover target is down and no other replica can take over: " + why}
+		}
+		return Action{Type: ActionStartFailover, Pod: cand, Master: from, Reason: "failover target " + to + " is down"}
+	}
+	// 1. No traffic to the old master through the Service.
+	if old, ok := s.Pod(from); ok && old.RoleLabel == cachev1alpha1.RoleMaster {
+		return Action{Type: ActionUnlabel, Pod: from, Reason: "failover: stop traffic to the old master"}
+	}
+	for _, p := range s.Pods {
+		if p.Name != to && p.RoleLabel == cachev1alpha1.RoleMaster {
+			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "failover: only the new master may carry the label"}
+		}
+	}
+	if !Healthy(target) {
+		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
+	}
+	if target.Obs.Role != "master" {
+		// 2. Detach the other replicas: they follow the target.
+		old, _ := s.Pod(from)
+		if !Healthy(old) {
+			if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
+				return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
+			}
+			for _, p := range SortedPods(s) {
+				if detachable(s, p, from, target) && moreHistory(p, target) {
+					return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
+				}
+			}
+		}
+		for _, p := range SortedPods(s) {
+			if detachable(s, p, from, target) {
+				return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: detach from the old master before the promotion"}
+			}
+		}
+		// 3. Promote.
+		return Action{Type: ActionPromote, Pod: to, Reason: "failover from " + from}
+	}
+	// 4. Fence whoever else believes it is master, first of all the old
+	// master as soon as it answers.
+	for _, p := range SortedPods(s) {
+		if p.Name != to && Healthy(p) && p.Obs.Role == "master" {
+			return Action{Type: ActionFence, Pod: p.Name, Master: to, Reason: "failover: " + p.Name + " still believes it is master"}
+		}
+	}
+	// 5. Traffic to the new master.
+	if target.RoleLabel != cachev1alpha1.RoleMaster {
+		return Action{Type: ActionLabelMaster, Pod: to, Reason: "failover from " + from}
+	}
+	// 6. The other reachable pods follow it.
+	for _, p := range SortedPods(s) {
+		if p.Name != to && Healthy(p) && p.Obs.MasterHost != target.IP {
+			return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: follow the new master"}
+		}
+	}
+	return Action{Type: ActionCompleteFailover, Pod: to, Master: from}
+}
+
+// probedBefore lists the target and the replicas still to detach whose
+// last probe is no later than the failover's start (recorded to the
+// second). With the old master silent their offsets stand still, so one
+// look after the start shows what each holds; deciding on an older look,
+// a replica that received more of the stream than the target would be
+// detached (and resynchronised in full from a target that lacks it).
+func probedBefore(s Snapshot, start time.Time, from string, target PodState) []string {
+	var stale []string
+	for _, p := range SortedPods(s) {
+		if (p.Name == target.Name || detachable(s, p, from, target)) && !p.Obs.ProbedAt.After(start) {
+			stale = append(stale, p.Name)
+		}
+	}
+	return stale
+}
+
+// detachable: before the promotion, p is a reachable replica, neither the
+// old master nor the target, that does not follow the target yet.
+func detachable(s Snapshot, p PodState, from string, target PodState) bool {
+	return p.Name != from && p.Name != target.Name && Healthy(p) && p.Obs.Role == "slave" && p.Obs.MasterHost != target.IP
+}
+
+// moreHistory tells whether p holds more of the replication stream than t
+// (data over no data, then the higher offset): following t, it would
+// resynchronise in full and lose what t lacks.
+func moreHistory(p, t PodState) bool {
+	if (p.Obs.Keys > 0) != (t.Obs.Keys > 0) {
+		return p.Obs.Keys > 0
+	}
+	return p.Obs.Offset > t.Obs.Offset
+}
+
+// chooseCandidate picks the replica to promote: reachable, not loading,
+// not excluded; the highest replication offset; never an empty dataset
+// while another candidate has data; ties to the lowest ordinal.
+func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
+	skip := map[string]bool{}
+	for _, e := range exclude {
+		skip[e] = true
+	}
+	var cands []PodState
+	anyData := false
+	for _, p := range s.Pods {
+		if skip[p.Name] || !Healthy(p) {
+			continue
+		}
+		cands = append(cands, p)
+		if p.Obs.Keys > 0 {
+			anyData = true
+		}
+	}
+	if len(cands) == 0 {
+		return "", "no reachable replica"
+	}
+	if anyData {
+		withData := cands[:0]
+		for _, p := range cands {
+			if p.Obs.Keys > 0 {
+				withData = append(withData, p)
+			}
+		}
+		cands = withData
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.Obs.Offset != b.Obs.Offset {
+			return a.Obs.Offset > b.Obs.Offset
+		}
+		return a.Ordinal() < b.Ordinal()
+	})
+	return cands[0].Name, ""
+}
+
+func bestOf(s Snapshot, exclude string) string {
+	c, _ := chooseCandidate(s, exclude)
+	return c
+}
+
+// lacksHistory says why the master m lacks writes that the replica p,
+// not in sync with it, holds; "" when it does not (or cannot be told).
+//   - Same history (replication ID), p further along: m restarted from a
+//     shorter copy of its own history.
+//   - Unrelated histories (p's ID is neither m's nor the one m continued
+//     from), p following m and holding data, and m's run younger than p's
+//     lost link: m restarted in place with a new history after p last
+//     heard from it. m cannot prove it holds p's writes, and a full
+//     resynchronisation from m would replace them.
+//
+// A replica whose history m continued (m's second ID) but went further
+// is not counted: that is an old master fenced after a failover, whose
+// extra writes no replica acknowledged.
+func lacksHistory(m, p PodState) string {
+	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
+		return ""
+	}
+	switch {
+	case p.Obs.ReplID == m.Obs.ReplID:
+		if p.Obs.Offset > m.Obs.Offset {
+			return fmt.Sprintf("offset %d > %d on the same replication ID", p.Obs.Offset, m.Obs.Offset)
+		}
+	case p.Obs.ReplID == m.Obs.ReplID2:
+	case p.Obs.MasterHost == m.IP && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
+		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
+	}
+	return ""
+}
