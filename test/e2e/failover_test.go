@@ -345,11 +345,13 @@ func (w *workload) finish(t *testing.T, g Gomega, masters *masterWatch) int {
 	return checked
 }
 
-// failoverCase runs one fault against the master under the workload.
-func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), heal func(g Gomega, master string)) {
+// failoverCase runs one fault against the master under the workload. It
+// returns the master before the fault and the cluster once it replicates
+// again, for a test to check who is master now.
+func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), heal func(g Gomega, master string)) (old string, after *cachev1alpha1.CacheCluster) {
 	g := NewWithT(t)
 	cc, before, w, masters := underLoad(t, g, ns)
-	old := before.Status.CurrentMaster
+	old = before.Status.CurrentMaster
 	fault(g, old)
 	// The cluster must fail over (or heal) and keep taking writes.
 	n := w.ackedCount()
@@ -357,9 +359,10 @@ func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), 
 	if heal != nil {
 		heal(g, old)
 	}
-	after := waitReplicating(g, cc)
+	after = waitReplicating(g, cc)
 	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
 	w.finish(t, g, masters)
+	return old, after
 }
 
 func TestFailoverFrozenMaster(t *testing.T) {
@@ -396,9 +399,23 @@ func TestFailoverFrozenMaster(t *testing.T) {
 
 func TestFailoverKilledMaster(t *testing.T) {
 	ns := "e2e-fo-kill"
-	failoverCase(t, ns, func(g Gomega, master string) {
+	old, after := failoverCase(t, ns, func(g Gomega, master string) {
 		g.Expect(env.KillContainer(ns, master, "redis")).To(Succeed())
 	}, nil)
+	// A restart in place would pass everything above: the master must have
+	// moved, and the killed one must follow the new master in Redis.
+	g := NewWithT(t)
+	g.Expect(after.Status.CurrentMaster).NotTo(Equal(old), "the killed master was replaced")
+	g.Eventually(func(g Gomega) {
+		pw := password(g, ns, "basic")
+		rc := redisAt(pod(g, ns, old).Status.PodIP, pw)
+		defer rc.Close()
+		info, err := rc.Info(context.Background(), "replication").Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info).To(ContainSubstring("role:slave\r\n"), old)
+		g.Expect(info).To(ContainSubstring("master_host:"+pod(g, ns, after.Status.CurrentMaster).Status.PodIP+"\r\n"), old)
+		g.Expect(info).To(ContainSubstring("master_link_status:up\r\n"), old)
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), "the old master follows the new one")
 }
 
 func TestFailoverPartitionedMaster(t *testing.T) {

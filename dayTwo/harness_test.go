@@ -1,0 +1,692 @@
+package daytwo_test
+
+// The integration harness of the day-two controller: a real kube-apiserver
+// and etcd (envtest, started once for the package, on first use), one real
+// redis-server per "pod" on its own loopback address, and the day-two
+// Reconciler alone in a controller-runtime manager per test. Pods are plain
+// API objects whose status the test writes itself, as a kubelet would; the
+// test plays day-one too where a step needs it (the StatefulSet's count).
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	daytwo "github.com/cacheops/cacheops/dayTwo"
+	"github.com/cacheops/cacheops/renderer/controller"
+)
+
+// Waits of the integration tests, in one place. They bound polls; nothing
+// asserts that anything is fast.
+const (
+	deadline = 30 * time.Second
+	poll     = 25 * time.Millisecond
+)
+
+var (
+	scheme  = kruntime.NewScheme()
+	envOnce sync.Once
+	envErr  error
+	testEnv *envtest.Environment
+	restCfg *rest.Config
+	k8s     client.WithWatch
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	code := m.Run()
+	if testEnv != nil {
+		if err := testEnv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// zapLevel keeps test output short; TEST_VERBOSE=1 shows the operator's logs.
+func zapLevel() zapcore.Level {
+	if os.Getenv("TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..")
+}
+
+// controlPlane starts envtest once for the package (the planner's unit
+// tests in the same binary do not need it) and fails the test, as the
+// renderer/controller suite does, when its binaries are missing.
+func controlPlane(t *testing.T) {
+	t.Helper()
+	envOnce.Do(func() {
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			envErr = err
+			return
+		}
+		if err := cachev1alpha1.AddToScheme(scheme); err != nil {
+			envErr = err
+			return
+		}
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = filepath.Join(repoRoot(), "bin")
+		}
+		for _, b := range []string{"kube-apiserver", "etcd"} {
+			if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+				envErr = fmt.Errorf("envtest needs %s in %s: run `make tools` first", b, assets)
+				return
+			}
+		}
+		testEnv = &envtest.Environment{
+			CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "charts", "cacheops", "crds")},
+			ErrorIfCRDPathMissing: true,
+			BinaryAssetsDirectory: assets,
+		}
+		restCfg, envErr = testEnv.Start()
+		if envErr != nil {
+			envErr = fmt.Errorf("starting envtest: %w", envErr)
+			return
+		}
+		k8s, envErr = client.NewWithWatch(restCfg, client.Options{Scheme: scheme})
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+}
+
+// startDayTwo runs the day-two controller, and only it, in a manager
+// whose cache holds the test's namespace, with the label-filtered cache of
+// cmd/manager. This is the one place that builds the Reconciler.
+func startDayTwo(t *testing.T, ns string) {
+	t.Helper()
+	opts := controller.CacheOptions()
+	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:  scheme,
+		Cache:   opts,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// One manager per test, each with a controller of the same name.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &daytwo.Reconciler{Prober: daytwo.NewProber()}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// redisProc is one pod's redis-server, on the pod's address, with its
+// own data folder that outlives a kill.
+type redisProc struct {
+	ip, password, dir string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func startRedis(t *testing.T, ip, password string) *redisProc {
+	t.Helper()
+	p := &redisProc{ip: ip, password: password, dir: t.TempDir()}
+	p.start(t)
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("redis-server %s, last lines of its log:\n%s", ip, tail(filepath.Join(p.dir, "redis.log"), 15))
+		}
+	})
+	return p
+}
+
+// start runs redis-server as the chart configures it (AOF on, protected
+// mode off, the password from the Secret). Outgoing connections leave from
+// the pod's own address, so a master sees each replica at its pod IP. A
+// full sync starts at once instead of after Redis's 5 s wait for more
+// replicas: a matter of time only, which each test would spend otherwise.
+func (p *redisProc) start(t *testing.T) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is needed (hack/install-deps.sh installs it): %v", err)
+	}
+	cmd := exec.Command(bin, "--bind", p.ip, "--bind-source-addr", p.ip, "--port", "6379",
+		"--requirepass", p.password, "--masterauth", p.password, "--protected-mode", "no",
+		"--dir", p.dir, "--appendonly", "yes", "--appenddirname", "appendonly", "--repl-diskless-sync-delay", "0",
+		"--logfile", filepath.Join(p.dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	rc := redisAt(p.ip, p.password)
+	defer rc.Close()
+	end := time.Now().Add(deadline)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("redis-server on %s exited: %s", p.ip, tail(filepath.Join(p.dir, "redis.log"), 10))
+		default:
+		}
+		if rc.Ping(context.Background()).Err() == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("redis-server on %s does not answer", p.ip)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// kill ends the process with SIGKILL, as a crash would.
+func (p *redisProc) kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func redisAt(ip, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: ip + ":6379", Password: password, DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+}
+
+// cluster is one CacheCluster with its pods, in its own namespace.
+type cluster struct {
+	t        *testing.T
+	ns, name string
+	password string
+	pods     []string
+	ips      map[string]string
+	redis    map[string]*redisProc
+}
+
+// clusterOpts shapes a test's cluster.
+type clusterOpts struct {
+	// subnet is the loopback /24 of the pods (127.0.<subnet>.<ordinal+1>):
+	// one per test, so tests run in parallel.
+	subnet int
+	pods   int
+	// beforeCreate runs once the pods' Redis answer, before the
+	// CacheCluster exists.
+	beforeCreate func(c *cluster)
+}
+
+// newCluster starts the pods' redis-server processes, creates the auth
+// Secret, the StatefulSet and the pods as day-one and the kubelet would
+// (Running, Ready, with their addresses), starts day-two and creates the
+// CacheCluster (probe timeout 1 s).
+func newCluster(t *testing.T, o clusterOpts) *cluster {
+	t.Helper()
+	controlPlane(t)
+	ctx := context.Background()
+	ns := fmt.Sprintf("daytwo-%s-%d", strings.ToLower(strings.TrimPrefix(t.Name(), "TestIntegration")), time.Now().UnixNano()%100000)
+	if len(ns) > 60 {
+		ns = ns[len(ns)-60:]
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+
+	c := &cluster{t: t, ns: ns, name: "cache", password: randomHex(), ips: map[string]string{}, redis: map[string]*redisProc{}}
+	for i := range o.pods {
+		name := fmt.Sprintf("%s-%d", c.name, i)
+		ip := fmt.Sprintf("127.0.%d.%d", o.subnet, i+1)
+		c.pods = append(c.pods, name)
+		c.ips[name] = ip
+		c.redis[name] = startRedis(t, ip, c.password)
+	}
+	if o.beforeCreate != nil {
+		o.beforeCreate(c)
+	}
+
+	labels := map[string]string{cachev1alpha1.LabelCluster: c.name, cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name + "-auth", Labels: labels},
+		Data:       map[string][]byte{"password": []byte(c.password)},
+	}
+	must(t, k8s.Create(ctx, secret))
+	c.createStatefulSet(int32(o.pods))
+	for _, name := range c.pods {
+		c.createPod(name)
+	}
+	startDayTwo(t, ns)
+	cc := &cachev1alpha1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name},
+		Spec: cachev1alpha1.CacheClusterSpec{
+			Version: "7.0.15", Replicas: ptr.To(int32(o.pods)),
+			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: 1},
+		},
+	}
+	must(t, k8s.Create(ctx, cc))
+	return c
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomHex() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+const revision = "cache-rev1"
+
+// createStatefulSet stands for day-one's StatefulSet, settled (observed
+// generation, an update revision): operations wait for it.
+func (c *cluster) createStatefulSet(replicas int32) {
+	ctx := context.Background()
+	labels := map[string]string{cachev1alpha1.LabelCluster: c.name, cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(replicas), ServiceName: c.name + "-headless",
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{cachev1alpha1.LabelCluster: c.name}},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "redis:7.0.15"}}},
+			},
+		},
+	}
+	must(c.t, k8s.Create(ctx, sts))
+	c.settleStatefulSet()
+}
+
+// settleStatefulSet writes the status the StatefulSet controller would.
+func (c *cluster) settleStatefulSet() {
+	ctx := context.Background()
+	sts := &appsv1.StatefulSet{}
+	must(c.t, k8s.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: c.name}, sts))
+	sts.Status = appsv1.StatefulSetStatus{
+		ObservedGeneration: sts.Generation, Replicas: *sts.Spec.Replicas, ReadyReplicas: *sts.Spec.Replicas,
+		CurrentRevision: revision, UpdateRevision: revision,
+	}
+	must(c.t, k8s.Status().Update(ctx, sts))
+}
+
+// createPod creates a pod and reports it Running and Ready at its address.
+func (c *cluster) createPod(name string) {
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: map[string]string{
+			cachev1alpha1.LabelCluster: c.name, cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue,
+			appsv1.ControllerRevisionHashLabelKey: revision, appsv1.StatefulSetPodNameLabel: name,
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "redis:7.0.15"}}},
+	}
+	must(c.t, k8s.Create(ctx, p))
+	now := metav1.Now()
+	ip := c.ips[name]
+	p.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &now,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
+	must(c.t, k8s.Status().Update(ctx, p))
+}
+
+func (c *cluster) get(g Gomega) *cachev1alpha1.CacheCluster {
+	cc := &cachev1alpha1.CacheCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: c.name}, cc)).To(Succeed())
+	return cc
+}
+
+// roleLabels maps every pod of the cluster to its role label.
+func (c *cluster) roleLabels(g Gomega) map[string]string {
+	pods := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), pods, client.InNamespace(c.ns), client.MatchingLabels{cachev1alpha1.LabelCluster: c.name})).To(Succeed())
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.Labels[cachev1alpha1.LabelRole]
+	}
+	return out
+}
+
+// info is INFO replication of a pod's Redis, as fields.
+func (c *cluster) info(g Gomega, pod string) map[string]string {
+	rc := redisAt(c.ips[pod], c.password)
+	defer rc.Close()
+	s, err := rc.Info(context.Background(), "replication").Result()
+	g.Expect(err).NotTo(HaveOccurred(), pod)
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// expectReplicating checks one master everywhere: recorded in the status
+// with no operation running, labelled master, master in Redis with every
+// other pod of pods attached; every other pod a labelled replica that
+// follows it with its link up.
+func (c *cluster) expectReplicating(g Gomega, master string, pods []string) {
+	cc := c.get(g)
+	g.Expect(cc.Status.CurrentMaster).To(Equal(master), "status.currentMaster")
+	g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
+	labels := c.roleLabels(g)
+	m := c.info(g, master)
+	g.Expect(m["role"]).To(Equal("master"), master)
+	g.Expect(m["connected_slaves"]).To(Equal(fmt.Sprint(len(pods)-1)), master)
+	g.Expect(labels[master]).To(Equal(cachev1alpha1.RoleMaster), master)
+	for _, p := range pods {
+		if p == master {
+			continue
+		}
+		r := c.info(g, p)
+		g.Expect(r["role"]).To(Equal("slave"), p)
+		g.Expect(r["master_host"]).To(Equal(c.ips[master]), p)
+		g.Expect(r["master_link_status"]).To(Equal("up"), p)
+		g.Expect(labels[p]).To(Equal(cachev1alpha1.RoleReplica), p)
+	}
+}
+
+// waitReplicating waits until expectReplicating holds for some master and
+// returns it.
+func (c *cluster) waitReplicating(g Gomega) string {
+	var master string
+	g.Eventually(func(g Gomega) {
+		master = c.get(g).Status.CurrentMaster
+		g.Expect(master).NotTo(BeEmpty(), "status.currentMaster")
+		c.expectReplicating(g, master, c.pods)
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	return master
+}
+
+// events are the reasons of the Events about the CacheCluster, with
+// their notes.
+func (c *cluster) events(g Gomega) map[string][]string {
+	list := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), list, client.InNamespace(c.ns))).To(Succeed())
+	out := map[string][]string{}
+	for _, e := range list.Items {
+		// events.k8s.io Events read through core/v1: regarding is
+		// involvedObject, note is message.
+		if e.InvolvedObject.Kind == "CacheCluster" {
+			out[e.Reason] = append(out[e.Reason], e.Message)
+		}
+	}
+	return out
+}
+
+// writer writes numbered keys to the pod labelled master (where the
+// client Service sends traffic) and counts a write as acknowledged only
+// when WAIT 1 says a replica has it.
+type writer struct {
+	c *cluster
+
+	mu       sync.Mutex
+	acked    map[string]string
+	attempts int
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+const waitMs = 200
+
+func (c *cluster) startWriter() *writer {
+	w := &writer{c: c, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	c.t.Cleanup(w.Stop)
+	return w
+}
+
+// labelledMaster is the address of the only pod labelled master.
+func (w *writer) labelledMaster(ctx context.Context) (string, error) {
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(w.c.ns), client.MatchingLabels{cachev1alpha1.LabelRole: cachev1alpha1.RoleMaster}); err != nil {
+		return "", err
+	}
+	if len(pods.Items) != 1 {
+		return "", fmt.Errorf("%d pods labelled master", len(pods.Items))
+	}
+	return pods.Items[0].Status.PodIP, nil
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	ctx := context.Background()
+	var rc *redis.Client
+	var addr string
+	var resolved time.Time
+	defer func() {
+		if rc != nil {
+			_ = rc.Close()
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		if rc == nil || time.Since(resolved) > 100*time.Millisecond {
+			ip, err := w.labelledMaster(ctx)
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			resolved = time.Now()
+			if ip != addr && rc != nil {
+				_ = rc.Close()
+				rc = nil
+			}
+			addr = ip
+		}
+		if rc == nil {
+			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Password: w.c.password, DialTimeout: 200 * time.Millisecond,
+				ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+		}
+		key, val := fmt.Sprintf("w:%06d", i), fmt.Sprintf("v%d-%d", i, time.Now().UnixNano())
+		w.mu.Lock()
+		w.attempts++
+		w.mu.Unlock()
+		opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := rc.Set(opCtx, key, val, 0).Err()
+		var replicas int64
+		if err == nil {
+			replicas, err = rc.Do(opCtx, "WAIT", 1, waitMs).Int64()
+		}
+		cancel()
+		if err == nil && replicas >= 1 {
+			w.mu.Lock()
+			w.acked[key] = val
+			w.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			_ = rc.Close()
+			rc = nil
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// Stop ends the writes; it may be called more than once.
+func (w *writer) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+func (w *writer) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// waitAcked waits until n more writes are acknowledged.
+func (w *writer) waitAcked(g Gomega, n int) {
+	from := w.ackedCount()
+	g.Eventually(w.ackedCount).WithTimeout(deadline).WithPolling(poll).Should(BeNumerically(">=", from+n), "acknowledged writes")
+}
+
+// lostOn stops the writer and reads every acknowledged key back from a
+// pod's Redis; it returns the keys missing or changed there.
+func (w *writer) lostOn(g Gomega, pod string) (checked int, lost []string) {
+	w.Stop()
+	rc := redisAt(w.c.ips[pod], w.c.password)
+	defer rc.Close()
+	ctx := context.Background()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.acked))
+	for k := range w.acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pipe := rc.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, k := range keys {
+		if got, err := gets[i].Result(); err != nil || got != w.acked[k] {
+			lost = append(lost, k)
+		}
+	}
+	return len(keys), lost
+}
+
+// masterLabels watches the pods' role labels and remembers the most pods
+// ever labelled master at once.
+type masterLabels struct {
+	mu  sync.Mutex
+	max int
+}
+
+func (c *cluster) watchMasterLabels() *masterLabels {
+	m := &masterLabels{}
+	labels := map[string]string{}
+	c.watch(&corev1.PodList{}, func(typ watch.EventType, o client.Object) {
+		if typ == watch.Deleted {
+			delete(labels, o.GetName())
+		} else {
+			labels[o.GetName()] = o.GetLabels()[cachev1alpha1.LabelRole]
+		}
+		n := 0
+		for _, l := range labels {
+			if l == cachev1alpha1.RoleMaster {
+				n++
+			}
+		}
+		m.mu.Lock()
+		m.max = max(m.max, n)
+		m.mu.Unlock()
+	})
+	return m
+}
+
+func (m *masterLabels) Max() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.max
+}
+
+// watch calls f, in order and from one goroutine, for every change of the
+// objects of list's kind in the cluster's namespace, until the test ends.
+func (c *cluster) watch(list client.ObjectList, f func(watch.EventType, client.Object)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := k8s.Watch(ctx, list, client.InNamespace(c.ns))
+	if err != nil {
+		cancel()
+		c.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if o, ok := ev.Object.(client.Object); ok && ev.Type != watch.Error && ev.Type != watch.Bookmark {
+				f(ev.Type, o)
+			}
+		}
+	}()
+	c.t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+	})
+}
+
+func metaOf(ns, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name}
+}
