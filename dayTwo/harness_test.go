@@ -45,6 +45,7 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	daytwo "github.com/cacheops/cacheops/dayTwo"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer/controller"
 )
 
@@ -146,7 +147,7 @@ func startDayTwo(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &daytwo.Reconciler{Prober: daytwo.NewProber()}
+	r := &daytwo.Reconciler{Prober: probe.NewProber()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
