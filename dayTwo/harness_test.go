@@ -133,7 +133,7 @@ func controlPlane(t *testing.T) {
 // startDayTwo runs the day-two controller, and only it, in a manager
 // whose cache holds the test's namespace, with the label-filtered cache of
 // cmd/manager. This is the one place that builds the Reconciler.
-func startDayTwo(t *testing.T, ns string) {
+func startDayTwo(t *testing.T, ns string, wrap func(client.Client) client.Client) {
 	t.Helper()
 	opts := controller.CacheOptions()
 	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -148,6 +148,9 @@ func startDayTwo(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	r := &daytwo.Reconciler{Prober: probe.NewProber()}
+	if wrap != nil {
+		r.Client = wrap(mgr.GetClient())
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -166,15 +169,17 @@ func startDayTwo(t *testing.T, ns string) {
 // own data folder that outlives a kill.
 type redisProc struct {
 	ip, password, dir string
+	// extra are more redis-server arguments (a test's fault).
+	extra []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-func startRedis(t *testing.T, ip, password string) *redisProc {
+func startRedis(t *testing.T, ip, password string, extra ...string) *redisProc {
 	t.Helper()
-	p := &redisProc{ip: ip, password: password, dir: t.TempDir()}
+	p := &redisProc{ip: ip, password: password, dir: t.TempDir(), extra: extra}
 	p.start(t)
 	t.Cleanup(func() {
 		p.kill()
@@ -200,6 +205,7 @@ func (p *redisProc) start(t *testing.T) {
 		"--requirepass", p.password, "--masterauth", p.password, "--protected-mode", "no",
 		"--dir", p.dir, "--appendonly", "yes", "--appenddirname", "appendonly", "--repl-diskless-sync-delay", "0",
 		"--logfile", filepath.Join(p.dir, "redis.log"))
+	cmd.Args = append(cmd.Args, p.extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -273,6 +279,10 @@ type clusterOpts struct {
 	// beforeCreate runs once the pods' Redis answer, before the
 	// CacheCluster exists.
 	beforeCreate func(c *cluster)
+	// redisArgs, when set, gives a pod's redis-server more arguments.
+	redisArgs func(ordinal int) []string
+	// client, when set, wraps the controller's client (a test's fault).
+	client func(client.Client) client.Client
 }
 
 // newCluster starts the pods' redis-server processes, creates the auth
@@ -300,7 +310,11 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		ip := fmt.Sprintf("127.0.%d.%d", o.subnet, i+1)
 		c.pods = append(c.pods, name)
 		c.ips[name] = ip
-		c.redis[name] = startRedis(t, ip, c.password)
+		var extra []string
+		if o.redisArgs != nil {
+			extra = o.redisArgs(i)
+		}
+		c.redis[name] = startRedis(t, ip, c.password, extra...)
 	}
 	if o.beforeCreate != nil {
 		o.beforeCreate(c)
@@ -316,7 +330,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	for _, name := range c.pods {
 		c.createPod(name)
 	}
-	startDayTwo(t, ns)
+	startDayTwo(t, ns, o.client)
 	cc := &cachev1alpha1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name},
 		Spec: cachev1alpha1.CacheClusterSpec{

@@ -6,14 +6,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -218,4 +221,142 @@ func TestIntegrationScaleDownMovesTheMasterFirst(t *testing.T) {
 		}
 	}
 	g.Expect(history).To(ContainElement(HaveField("Op", string(cachev1alpha1.OperationScaling)+"/"+cachev1alpha1.StepSwitchover)), "the scale-down ran a switchover")
+}
+
+// A step that keeps failing is retried with backoff, counted by step and
+// reason, and shown in the StepFailing condition; the condition goes once
+// a step succeeds. The fault: one pod's Redis has no REPLICAOF command, so
+// fencing it (a fresh pod believes it is master) fails every time.
+func TestIntegrationAFailingStepIsShownAndCleared(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOpts{subnet: 25, pods: 3, redisArgs: func(i int) []string {
+		if i == 2 {
+			return []string{"--rename-command", "REPLICAOF", ""}
+		}
+		return nil
+	}})
+	g := NewWithT(t)
+	broken := c.pods[2]
+	g.Eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(c.get(g).Status.Conditions, cachev1alpha1.ConditionStepFailing)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(cachev1alpha1.ReasonStepError))
+		g.Expect(cond.Message).To(And(ContainSubstring("Fence "+broken), ContainSubstring("unknown command"), ContainSubstring("times in a row")))
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	g.Expect(stepErrorCount(g, "Fence", "redis")).To(BeNumerically(">=", 3))
+
+	// Fixed: the same pod's Redis, restarted without the fault.
+	p := c.redis[broken]
+	p.kill()
+	p.extra = nil
+	p.start(t)
+	g.Eventually(func(g Gomega) {
+		c.expectReplicating(g, c.get(g).Status.CurrentMaster, c.pods)
+		g.Expect(meta.FindStatusCondition(c.get(g).Status.Conditions, cachev1alpha1.ConditionStepFailing)).To(BeNil())
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+}
+
+// stepErrorCount reads cacheops_daytwo_step_errors_total{step,reason}.
+func stepErrorCount(g Gomega, step, reason string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "cacheops_daytwo_step_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["step"] == step && labels["reason"] == reason {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// laggingClient is the controller's client with a pod cache that stands
+// still once armed, from just before the first pod patch sent through it
+// (as after an API server restart, while the informers relist), and that
+// counts those patches.
+type laggingClient struct {
+	client.Client
+	mu      sync.Mutex
+	armed   string // the namespace
+	frozen  *corev1.PodList
+	patches int
+}
+
+func (l *laggingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l.mu.Lock()
+	frozen := l.frozen
+	l.mu.Unlock()
+	if pods, ok := list.(*corev1.PodList); ok && frozen != nil {
+		frozen.DeepCopyInto(pods)
+		return nil
+	}
+	return l.Client.List(ctx, list, opts...)
+}
+
+func (l *laggingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		l.mu.Lock()
+		if l.armed != "" && l.frozen == nil {
+			pods := &corev1.PodList{}
+			if err := l.Client.List(ctx, pods, client.InNamespace(l.armed)); err != nil {
+				l.mu.Unlock()
+				return err
+			}
+			l.frozen = pods
+		}
+		if l.armed != "" {
+			l.patches++
+		}
+		l.mu.Unlock()
+	}
+	return l.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (l *laggingClient) arm(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed, l.frozen, l.patches = ns, nil, 0
+}
+
+func (l *laggingClient) thaw() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed, l.frozen = "", nil
+	return l.patches
+}
+
+// A step is not taken again while the cache does not show its effect:
+// with the pod cache standing still, a missing replica label is patched
+// once, not on every reconcile (measured before expectations existed: the
+// same label 173 times in about 3 s after an API server restart).
+func TestIntegrationAStepWaitsForTheCacheToShowItsWrite(t *testing.T) {
+	t.Parallel()
+	lag := &laggingClient{}
+	c := newCluster(t, clusterOpts{subnet: 26, pods: 3, client: func(cl client.Client) client.Client { lag.Client = cl; return lag }})
+	g := NewWithT(t)
+	ctx := context.Background()
+	master := c.waitReplicating(g)
+	replica := without(c.pods, master)[0]
+	// The label goes (a person's kubectl edit); day-two puts it back,
+	// while its cache keeps showing the pod without it for two seconds
+	// (about 40 reconciles' worth).
+	lag.arm(c.ns)
+	pod := &corev1.Pod{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: replica}, pod))
+	c.mergePatch(pod, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, cachev1alpha1.LabelRole))
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.roleLabels(g)[replica]).To(Equal(cachev1alpha1.RoleReplica))
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	time.Sleep(2 * time.Second)
+	patches := lag.thaw()
+	g.Expect(patches).To(Equal(1), "the label is patched once while the cache does not show it")
+	g.Eventually(func(g Gomega) { c.expectReplicating(g, master, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
 }
