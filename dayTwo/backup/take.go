@@ -51,7 +51,6 @@ const headerBytes = 1 << 20
 // streams it to put as it arrives. Cancelling ctx closes the connection and
 // fails the upload.
 func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Reader, size int64) error) (Result, error) {
-	var res Result
 	timeout := src.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -59,7 +58,7 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", src.Addr)
 	if err != nil {
-		return res, fmt.Errorf("connecting to %s: %w", src.Addr, err)
+		return Result{}, fmt.Errorf("connecting to %s: %w", src.Addr, err)
 	}
 	defer conn.Close()
 	// The watchdog cancels run when the attempt stalls; the outer ctx is
@@ -76,38 +75,9 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 		return err
 	}
 
-	br := bufio.NewReaderSize(conn, 64<<10)
-	deadline := func() { _ = conn.SetDeadline(time.Now().Add(timeout)) }
-	command := func(args ...string) (string, error) {
-		deadline()
-		var b strings.Builder
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		if _, err := io.WriteString(conn, b.String()); err != nil {
-			return "", err
-		}
-		line, err := br.ReadString('\n')
-		return strings.TrimRight(line, "\r\n"), err
-	}
-	if src.Password != "" {
-		reply, err := command("AUTH", src.Password)
-		if err != nil {
-			return res, fmt.Errorf("AUTH on %s: %w", src.Addr, err)
-		}
-		if !strings.HasPrefix(reply, "+") {
-			return res, fmt.Errorf("AUTH on %s: %s", src.Addr, strings.TrimPrefix(reply, "-"))
-		}
-	}
-	// Only the snapshot, no command stream after it (Redis 7); older
-	// servers refuse the option and stream commands we never read.
-	if _, err := command("REPLCONF", "rdb-only", "1"); err != nil {
-		return res, fmt.Errorf("REPLCONF on %s: %w", src.Addr, err)
-	}
-	deadline()
-	if _, err := io.WriteString(conn, "*1\r\n$4\r\nSYNC\r\n"); err != nil {
-		return res, fmt.Errorf("SYNC on %s: %w", src.Addr, err)
+	c := &syncConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), timeout: timeout, addr: src.Addr}
+	if err := c.sync(src.Password); err != nil {
+		return Result{}, err
 	}
 	w := &watchdog{src: src, syncAt: time.Now(), giveUp: giveUp}
 	w.size.Store(-1)
@@ -115,47 +85,26 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	go func() { defer close(watched); w.run(run) }()
 	defer func() { <-watched }()
 	defer giveUp(nil)
-	// Newlines keep the connection alive while the source forks; then
-	// $<size>, or an error.
-	var size int64
-	for {
-		deadline()
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return res, stalled(fmt.Errorf("waiting for the snapshot of %s: %w", src.Addr, err))
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			continue
-		}
-		if strings.HasPrefix(line, "-") {
-			return res, fmt.Errorf("SYNC on %s: %s", src.Addr, line[1:])
-		}
-		if !strings.HasPrefix(line, "$") || strings.HasPrefix(line, "$EOF:") {
-			return res, fmt.Errorf("SYNC on %s: unexpected reply %q", src.Addr, line)
-		}
-		size, err = strconv.ParseInt(line[1:], 10, 64)
-		if err != nil || size < 0 {
-			return res, fmt.Errorf("SYNC on %s: bad size %q", src.Addr, line)
-		}
-		break
+	size, err := c.snapshotSize(stalled)
+	if err != nil {
+		return Result{}, err
 	}
 	w.size.Store(size)
 
 	hash := sha256.New()
 	head := &prefix{max: headerBytes}
-	body := io.TeeReader(&deadlineReader{r: io.LimitReader(br, size), arm: deadline}, io.MultiWriter(hash, head))
+	body := io.TeeReader(&deadlineReader{r: io.LimitReader(c.br, size), arm: c.deadline}, io.MultiWriter(hash, head))
 	counted := &countingReader{r: body, n: &w.received}
 	if err := put(run, counted, size); err != nil {
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("aborted: %w", context.Cause(ctx))
+			return Result{}, fmt.Errorf("aborted: %w", context.Cause(ctx))
 		}
-		return res, stalled(err)
+		return Result{}, stalled(err)
 	}
 	if n := counted.n.Load(); n != size {
-		return res, stalled(fmt.Errorf("the snapshot of %s ended after %d of %d bytes", src.Addr, n, size))
+		return Result{}, stalled(fmt.Errorf("the snapshot of %s ended after %d of %d bytes", src.Addr, n, size))
 	}
-	res = Result{Size: size, Checksum: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
+	res := Result{Size: size, Checksum: "sha256:" + hex.EncodeToString(hash.Sum(nil))}
 	// The dump is stored either way; a header this reader does not know
 	// (a module's data before the keys) only leaves the counts unknown.
 	if res.Header, err = ParseHeader(head.b); err != nil {
@@ -163,6 +112,81 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 		res.Header.Keys, res.Header.ExpiringKeys = -1, -1
 	}
 	return res, nil
+}
+
+// syncConn is the replication connection a dump is read from.
+type syncConn struct {
+	conn    net.Conn
+	br      *bufio.Reader
+	timeout time.Duration
+	addr    string
+}
+
+func (c *syncConn) deadline() { _ = c.conn.SetDeadline(time.Now().Add(c.timeout)) }
+
+// command sends one command and reads its one-line reply.
+func (c *syncConn) command(args ...string) (string, error) {
+	c.deadline()
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c.conn, b.String()); err != nil {
+		return "", err
+	}
+	line, err := c.br.ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+// sync authenticates and asks for the snapshot.
+func (c *syncConn) sync(password string) error {
+	if password != "" {
+		reply, err := c.command("AUTH", password)
+		if err != nil {
+			return fmt.Errorf("AUTH on %s: %w", c.addr, err)
+		}
+		if !strings.HasPrefix(reply, "+") {
+			return fmt.Errorf("AUTH on %s: %s", c.addr, strings.TrimPrefix(reply, "-"))
+		}
+	}
+	// Only the snapshot, no command stream after it (Redis 7); older
+	// servers refuse the option and stream commands we never read.
+	if _, err := c.command("REPLCONF", "rdb-only", "1"); err != nil {
+		return fmt.Errorf("REPLCONF on %s: %w", c.addr, err)
+	}
+	c.deadline()
+	if _, err := io.WriteString(c.conn, "*1\r\n$4\r\nSYNC\r\n"); err != nil {
+		return fmt.Errorf("SYNC on %s: %w", c.addr, err)
+	}
+	return nil
+}
+
+// snapshotSize reads the $<size> that starts the snapshot, past the
+// newlines that keep the connection alive while the source forks; a
+// failed read is judged by stalled (the watchdog may have cut it).
+func (c *syncConn) snapshotSize(stalled func(error) error) (int64, error) {
+	for {
+		c.deadline()
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			return 0, stalled(fmt.Errorf("waiting for the snapshot of %s: %w", c.addr, err))
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			continue
+		case strings.HasPrefix(line, "-"):
+			return 0, fmt.Errorf("SYNC on %s: %s", c.addr, line[1:])
+		case !strings.HasPrefix(line, "$") || strings.HasPrefix(line, "$EOF:"):
+			return 0, fmt.Errorf("SYNC on %s: unexpected reply %q", c.addr, line)
+		}
+		size, err := strconv.ParseInt(line[1:], 10, 64)
+		if err != nil || size < 0 {
+			return 0, fmt.Errorf("SYNC on %s: bad size %q", c.addr, line)
+		}
+		return size, nil
+	}
 }
 
 // prefix keeps the first max bytes written to it.
