@@ -321,7 +321,7 @@ type metricDecl struct {
 func declaredMetrics(t testing.TB) map[string]metricDecl {
 	t.Helper()
 	out := map[string]metricDecl{}
-	for _, dir := range []string{"renderer/controller", "dayTwo"} {
+	for _, dir := range []string{"renderer/controller", "dayTwo", "dayTwo/probe"} {
 		files, err := filepath.Glob(filepath.Join(repoRoot(), dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -452,7 +452,7 @@ func TestChartMonitoring(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_failovers_total", "cacheops_backup_last_success_timestamp_seconds", "cacheops_redis_keys"} {
+	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_daytwo_step_errors_total", "cacheops_failovers_total", "cacheops_backup_last_success_timestamp_seconds", "cacheops_redis_keys"} {
 		if !queried[want] {
 			t.Errorf("no dashboard panel shows %s", want)
 		}
@@ -491,7 +491,7 @@ func checkQuery(t *testing.T, where, expr string, metrics map[string]metricDecl)
 			}
 		}
 		if !ok {
-			t.Errorf("%s: metric %s is not exported by the operator (renderer/controller, dayTwo)", where, name)
+			t.Errorf("%s: metric %s is not exported by the operator (renderer/controller, dayTwo, dayTwo/probe)", where, name)
 			continue
 		}
 		names = append(names, decl.name)
