@@ -276,8 +276,11 @@ func TestDeleteStopsProcessesAndRemovesData(t *testing.T) {
 	}
 }
 
-// The fault-injection tools later tests rely on do what they say.
-func TestFaultInjection(t *testing.T) {
+// The harness's fault-injection tools (freeze, partition, node stop) do
+// what they say. This tests the process-backed cluster, not the operator:
+// the failover, restart and self-healing tests use these tools, and a tool
+// that silently did nothing would let them pass without a fault.
+func TestHarnessFaultTools(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-faults")
