@@ -88,14 +88,8 @@ func (w *foWorld) apply(a Action) error {
 		for _, name := range a.Pods {
 			w.set(name, func(p *PodState) { p.Obs.ProbedAt = s.Now })
 		}
-	case ActionUnlabel:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = "" })
-	case ActionLabelMaster:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleMaster })
-	case ActionLabelReplica:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleReplica })
-	case ActionPromote:
-		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
+	case ActionUnlabel, ActionLabelMaster, ActionLabelReplica, ActionPromote:
+		applyRoleStep(s, a)
 	case ActionRepoint, ActionFence:
 		m, _ := s.Pod(a.Master)
 		p, _ := s.Pod(a.Pod)

@@ -155,14 +155,8 @@ func (w *world) apply(a Action) {
 				p.Obs.Role, p.RoleLabel, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", label, "", false
 			}
 		})
-	case ActionUnlabel:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = "" })
-	case ActionLabelMaster:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleMaster })
-	case ActionLabelReplica:
-		w.set(a.Pod, func(p *PodState) { p.RoleLabel = cachev1alpha1.RoleReplica })
-	case ActionPromote:
-		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false })
+	case ActionUnlabel, ActionLabelMaster, ActionLabelReplica, ActionPromote:
+		applyRoleStep(s, a)
 	case ActionRepoint, ActionFence:
 		m, _ := s.Pod(a.Master)
 		w.set(a.Pod, func(p *PodState) { p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.IP, true })
@@ -192,5 +186,26 @@ func (w *world) apply(a Action) {
 	}
 	if s.Operation == nil && s.SwitchoverTo != "" && s.CurrentMaster == s.SwitchoverTo {
 		s.SwitchoverTo = ""
+	}
+}
+
+// applyRoleStep plays a label or promote step on a model cluster, as every
+// step succeeds there: the simulation's world and the failover tests'.
+func applyRoleStep(s *Snapshot, a Action) {
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if p.Name != a.Pod {
+			continue
+		}
+		switch a.Type {
+		case ActionUnlabel:
+			p.RoleLabel = ""
+		case ActionLabelMaster:
+			p.RoleLabel = cachev1alpha1.RoleMaster
+		case ActionLabelReplica:
+			p.RoleLabel = cachev1alpha1.RoleReplica
+		case ActionPromote:
+			p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "master", "", false
+		}
 	}
 }
