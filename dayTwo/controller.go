@@ -112,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	s := newScope(ctx, cc, r.Recorder)
+	s := newScope(cc, r.Recorder)
 	steps := []step{
 		{"list pods", r.listPods},
 		{"wait for our writes", r.awaitExpectations},
@@ -196,7 +196,7 @@ func (r *Reconciler) plan(_ context.Context, s *scope) error {
 
 // report keeps the status's reports in step with what was observed: the
 // capacity recommendations and the Queued condition.
-func (r *Reconciler) report(ctx context.Context, s *scope) error {
+func (r *Reconciler) report(_ context.Context, s *scope) error {
 	cc := s.cc
 	if m, ok := s.snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
 		r.recommend(s, m.Obs)

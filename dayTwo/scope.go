@@ -47,7 +47,7 @@ type scope struct {
 	failedStep string
 }
 
-func newScope(ctx context.Context, cc *cachev1alpha1.CacheCluster, rec events.EventRecorder) *scope {
+func newScope(cc *cachev1alpha1.CacheCluster, rec events.EventRecorder) *scope {
 	return &scope{cc: cc, key: client.ObjectKeyFromObject(cc), status: newStatusWriter(cc, rec)}
 }
 
