@@ -12,7 +12,7 @@ help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl, helm, controller-gen into bin/ (skipped when up to date).
+tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl, helm, controller-gen, versitygw and Argo CD into bin/ (skipped when up to date).
 	@hack/tools.sh
 
 .PHONY: generate
@@ -59,13 +59,20 @@ e2e: tools ## End-to-end tests: the real manager binary against the process-back
 	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e:)' $(BIN)/e2e.log || true; \
 	if [ $$rc != 0 ]; then echo "e2e failed; the last 150 lines of $(BIN)/e2e.log:"; tail -n 150 $(BIN)/e2e.log; fi; exit $$rc
 
+.PHONY: e2e-argocd
+e2e-argocd: tools ## End-to-end tests with a real Argo CD (bin/argocd) syncing CacheClusters from a local git repository (needs root and redis-server).
+	@hack/install-deps.sh
+	@go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/argocd/ > $(BIN)/e2e-argocd.log 2>&1 && rc=0 || rc=$$?; \
+	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e-argocd:)|measured:' $(BIN)/e2e-argocd.log || true; \
+	if [ $$rc != 0 ]; then echo "e2e-argocd failed; the last 150 lines of $(BIN)/e2e-argocd.log:"; tail -n 150 $(BIN)/e2e-argocd.log; fi; exit $$rc
+
 .PHONY: capture
 capture: tools ## Run the end-to-end suite and write the live CacheClusters it sees into the Argo CD health check's testdata (captured-*.yaml).
 	@hack/install-deps.sh
 	CACHEOPS_CAPTURE_DIR=$(CURDIR)/gitops/argocd/cache.cacheops.io/CacheCluster/testdata go test -tags e2e -count=1 -timeout 30m ./test/e2e/
 
 .PHONY: test
-test: tools verify vet unit e2e ## Everything CI checks.
+test: tools verify vet unit e2e e2e-argocd ## Everything CI checks.
 
 .PHONY: bench
 bench: tools ## Benchmarks as JSON in bench/: renderer.json, devcluster.json, failover.json, upgrade.json, backup.json (ratios against baselines measured in the same run).
