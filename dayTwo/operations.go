@@ -64,7 +64,9 @@ func (r *Reconciler) startOperation(ctx context.Context, s *scope, a plan.Action
 			st.Rollout.Blocked = nil
 		}
 	})
-	ctrl.LoggerFrom(ctx).Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
+	s.then(func() {
+		ctrl.LoggerFrom(ctx).Info("Operation started", "operation", op.ID, "type", op.Type, "reason", op.Reason)
+	})
 	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventOperationStarted, string(op.Type), "%s %s: %s", op.Type, op.ID, op.Reason)
 	return nil
 }
@@ -101,7 +103,9 @@ func (r *Reconciler) completeOperation(ctx context.Context, s *scope, a plan.Act
 		return nil
 	}
 	took := r.now().Sub(op.StartedAt.Time).Round(time.Millisecond)
-	ctrl.LoggerFrom(ctx).Info("Operation completed", "operation", op.ID, "type", op.Type, "duration", took.String())
+	s.then(func() {
+		ctrl.LoggerFrom(ctx).Info("Operation completed", "operation", op.ID, "type", op.Type, "duration", took.String())
+	})
 	if op.Type == cachev1alpha1.OperationUpgrade && op.Step == cachev1alpha1.StepRollback {
 		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventRolledBack, string(op.Type), "%s %s rolled back in %s: %s", op.Type, op.ID, took, op.Reason)
 	} else {

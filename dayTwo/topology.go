@@ -64,7 +64,9 @@ func (r *Reconciler) startFailover(ctx context.Context, s *scope, a plan.Action)
 		op.ID, op.StartedAt = cur.ID, cur.StartedAt
 	}
 	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.Operation = op })
-	ctrl.LoggerFrom(ctx).Info("Failover started", "operation", op.ID, "from", a.Master, "to", a.Pod, "reason", a.Reason)
+	s.then(func() {
+		ctrl.LoggerFrom(ctx).Info("Failover started", "operation", op.ID, "from", a.Master, "to", a.Pod, "reason", a.Reason)
+	})
 	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventFailoverStarted, "Failover", "Failover %s: %s; promoting %s", op.ID, a.Reason, a.Pod)
 	return nil
 }

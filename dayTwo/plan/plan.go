@@ -104,6 +104,13 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 	}
 	for _, p := range SortedPods(s) {
 		if why := lacksHistory(master, p); why != "" {
+			if master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
+				// A master that serves writes is ahead of what an older
+				// look at it says: compare on a look at the master taken
+				// after the replica's (a replica just repointed reports
+				// its offset at once, the master's is from its last probe).
+				return Action{Type: ActionRefresh, Pods: []string{master.Name}, Reason: "read the master's offset again before comparing it with " + p.Name + "'s"}
+			}
 			return failover(fmt.Sprintf("master %s restarted with less history than %s: %s", master.Name, p.Name, why),
 				fmt.Sprintf("master %s restarted with less history than %s (%s); automatic failover is off", master.Name, p.Name, why))
 		}

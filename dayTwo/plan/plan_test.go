@@ -211,6 +211,19 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 		},
 		{
+			// Seen in the e2e suite: right after a switchover, a replica just
+			// repointed to the new master reported its offset at once, the
+			// master's was from its last probe, and the master was judged to
+			// lack history it had.
+			name: "a master's offset older than a replica's is read again before it is judged to lack history",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				probedAt(history(pod("c-0", ip0, "master", "", "master", 900, 10), "A", "", 0, 3), now.Add(-200*time.Millisecond)),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 0),
+				history(pod("c-2", ip2, "slave", ip0, "replica", 900, 10), "A", "", 0, 3),
+			}},
+			want: Action{Type: ActionRefresh, Pods: []string{"c-0"}},
+		},
+		{
 			name: "a master restarted with a shorter copy of its history is failed over to the replica that holds more",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
 				history(pod("c-0", ip0, "master", "", "master", 900, 10), "A", "", 0, 3),
