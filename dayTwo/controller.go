@@ -145,7 +145,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // error, at the next backup or routine check otherwise.
 func (r *Reconciler) finish(ctx context.Context, s *scope, stepErr error) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if stepErr != nil && !apierrors.IsConflict(stepErr) {
+	if apierrors.IsConflict(stepErr) {
+		// The status changed under us: whatever else was collected is
+		// planned again on the fresh object, not written on the stale one.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if stepErr != nil {
 		r.stepFailed(s, stepErr)
 	}
 	if err := r.commit(ctx, &s.status); err != nil {
@@ -155,8 +160,6 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, stepErr error) (ctrl.
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 	switch {
-	case apierrors.IsConflict(stepErr):
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case stepErr != nil:
 		// The rate limiter backs off; the error is counted and, when it
 		// persists, shown in the StepFailing condition.

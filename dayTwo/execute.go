@@ -7,57 +7,53 @@ import (
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
-// executor takes one planned step. It never decides: what it must check
-// before it acts is a step the planner planned first (plan.ActionRefresh),
-// and every choice it applies is in the action.
-type executor func(ctx context.Context, s *scope, a plan.Action) error
-
-// executors are the day-two steps by action, one file per concern:
+// executors are the day-two steps by action, built once. An executor
+// never decides: what it must check before it acts is a step the planner
+// planned first (plan.ActionRefresh), and every choice it applies is in
+// the action. They are, one file per concern:
 // topology.go (bootstrap, failover, fencing, labels), operations.go
 // (scaling, upgrades, switchovers), reconfigure.go, precheck.go,
 // restore.go and backups.go.
-func (r *Reconciler) executors() map[plan.ActionType]executor {
-	return map[plan.ActionType]executor{
-		plan.ActionBootstrap:        r.bootstrap,
-		plan.ActionRefresh:          r.refresh,
-		plan.ActionStartFailover:    r.startFailover,
-		plan.ActionUnlabel:          r.unlabel,
-		plan.ActionLabelMaster:      r.labelMaster,
-		plan.ActionLabelReplica:     r.labelReplica,
-		plan.ActionPromote:          r.promote,
-		plan.ActionRepoint:          r.repoint,
-		plan.ActionFence:            r.fence,
-		plan.ActionRecreate:         r.recreate,
-		plan.ActionCompleteFailover: r.completeFailover,
+var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
+	plan.ActionBootstrap:        (*Reconciler).bootstrap,
+	plan.ActionRefresh:          (*Reconciler).refresh,
+	plan.ActionStartFailover:    (*Reconciler).startFailover,
+	plan.ActionUnlabel:          (*Reconciler).unlabel,
+	plan.ActionLabelMaster:      (*Reconciler).labelMaster,
+	plan.ActionLabelReplica:     (*Reconciler).labelReplica,
+	plan.ActionPromote:          (*Reconciler).promote,
+	plan.ActionRepoint:          (*Reconciler).repoint,
+	plan.ActionFence:            (*Reconciler).fence,
+	plan.ActionRecreate:         (*Reconciler).recreate,
+	plan.ActionCompleteFailover: (*Reconciler).completeFailover,
 
-		plan.ActionApprove:                r.approve,
-		plan.ActionStartOperation:         r.startOperation,
-		plan.ActionNextStep:               r.nextStep,
-		plan.ActionCompleteOperation:      r.completeOperation,
-		plan.ActionRestartPod:             r.restartPod,
-		plan.ActionRollback:               r.rollback,
-		plan.ActionGracefulSwitchover:     r.gracefulSwitchover,
-		plan.ActionEndSwitchover:          r.endSwitchover,
-		plan.ActionClearSwitchoverRequest: r.clearSwitchoverRequest,
-		plan.ActionApplyConfig:            r.applyConfigStep,
-		plan.ActionPrecheckStart:          r.precheckStart,
-		plan.ActionPrecheckPass:           r.precheckPass,
-		plan.ActionPrecheckFail:           r.precheckFail,
+	plan.ActionApprove:                (*Reconciler).approve,
+	plan.ActionStartOperation:         (*Reconciler).startOperation,
+	plan.ActionNextStep:               (*Reconciler).nextStep,
+	plan.ActionCompleteOperation:      (*Reconciler).completeOperation,
+	plan.ActionRestartPod:             (*Reconciler).restartPod,
+	plan.ActionRollback:               (*Reconciler).rollback,
+	plan.ActionGracefulSwitchover:     (*Reconciler).gracefulSwitchover,
+	plan.ActionEndSwitchover:          (*Reconciler).endSwitchover,
+	plan.ActionClearSwitchoverRequest: (*Reconciler).clearSwitchoverRequest,
+	plan.ActionApplyConfig:            (*Reconciler).applyConfigStep,
+	plan.ActionPrecheckStart:          (*Reconciler).precheckStart,
+	plan.ActionPrecheckPass:           (*Reconciler).precheckPass,
+	plan.ActionPrecheckFail:           (*Reconciler).precheckFail,
 
-		plan.ActionRunBackup:       r.runBackup,
-		plan.ActionReportDataLoss:  r.reportDataLoss,
-		plan.ActionAcceptDataLoss:  r.acceptDataLoss,
-		plan.ActionStartRestore:    r.startRestore,
-		plan.ActionVerifyRestore:   r.verifyRestoreStep,
-		plan.ActionCompleteRestore: r.completeRestore,
-	}
+	plan.ActionRunBackup:       (*Reconciler).runBackup,
+	plan.ActionReportDataLoss:  (*Reconciler).reportDataLoss,
+	plan.ActionAcceptDataLoss:  (*Reconciler).acceptDataLoss,
+	plan.ActionStartRestore:    (*Reconciler).startRestore,
+	plan.ActionVerifyRestore:   (*Reconciler).verifyRestoreStep,
+	plan.ActionCompleteRestore: (*Reconciler).completeRestore,
 }
 
 // execute takes the step a names.
 func (r *Reconciler) execute(ctx context.Context, s *scope, a plan.Action) error {
-	run, ok := r.executors()[a.Type]
+	run, ok := executors[a.Type]
 	if !ok {
 		return fmt.Errorf("unknown action %s", a.Type)
 	}
-	return run(ctx, s, a)
+	return run(r, ctx, s, a)
 }

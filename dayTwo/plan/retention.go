@@ -8,6 +8,8 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/renderer"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 )
 
 // Prune is a completed backup that retention removes: its stored dump
@@ -27,7 +29,7 @@ type Prune struct {
 // its store pod does not serve it.
 func Retention(cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBackup, maxAge time.Duration, now time.Time) (failed []cachev1alpha1.CacheBackup, prune []Prune) {
 	ret := cc.Spec.Backup.Retention
-	if ret == nil || dataLost(cc) {
+	if ret == nil || meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionDataLost) {
 		return nil, nil
 	}
 	tooOld := func(b cachev1alpha1.CacheBackup) bool {
@@ -45,7 +47,7 @@ func Retention(cc *cachev1alpha1.CacheCluster, backups []cachev1alpha1.CacheBack
 		if i == 0 || (!byCount && !byAge) || !servedBy(cc, *b.Status.Location) {
 			continue
 		}
-		why := fmt.Sprintf("retention keeps %d", ptrOr(ret.Count, 0))
+		why := fmt.Sprintf("retention keeps %d", ptr.Deref(ret.Count, 0))
 		if byAge {
 			why = "older than " + string(*ret.MaxAge)
 		}
@@ -82,20 +84,4 @@ func servedBy(cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) 
 	}
 	cur := cc.Spec.Backup.PVC
 	return cur != nil && cur.ClaimName == pvc.ClaimName && strings.HasPrefix(loc.Key, renderer.ClaimFolder(cc))
-}
-
-func dataLost(cc *cachev1alpha1.CacheCluster) bool {
-	for _, c := range cc.Status.Conditions {
-		if c.Type == cachev1alpha1.ConditionDataLost {
-			return c.Status == "True"
-		}
-	}
-	return false
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
