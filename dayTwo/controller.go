@@ -222,6 +222,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 		return nil
 	case plan.ActionWait:
 		log.V(1).Info("Waiting", "action", a.String())
+		if a.Alert != "" {
+			// The recorder folds repeats of the same Event into a count.
+			s.eventf(corev1.EventTypeWarning, a.Alert, "Wait", "%s", a.Reason)
+		}
 		s.stop(ctrl.Result{RequeueAfter: probePeriod(s.snap.ProbeTimeout)})
 		return nil
 	}

@@ -3,6 +3,7 @@ package renderer
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,6 +203,9 @@ func TestRenderConfigAndSpecFields(t *testing.T) {
 	conf, _, _ := unstructured.NestedString(byName["ConfigMap/sessions-config"].Object, "data", "redis.conf")
 	g.Expect(conf).To(ContainSubstring("\nmaxmemory 768mb\n"))
 	g.Expect(conf).To(ContainSubstring("\nmaxmemory-policy allkeys-lru\n"))
+	// Every process starts as a replica of the placeholder the planner
+	// recognises (plan.StartedAsReplica).
+	g.Expect(conf).To(ContainSubstring(fmt.Sprintf("\nreplicaof %s %s\n", cachev1alpha1.StartupMasterHost, cachev1alpha1.StartupMasterPort)))
 	// User parameters come after the operator's, in a stable order.
 	g.Expect(strings.Index(conf, "maxmemory ")).To(BeNumerically("<", strings.Index(conf, "timeout ")))
 

@@ -172,6 +172,9 @@ const (
 	EventRestoreStarted    = "DisasterRecoveryStarted"
 	EventRestoreCompleted  = "DisasterRecoveryCompleted"
 	EventDataLossAccepted  = "DataLossAccepted"
+	// EventMasterLacksData: the master restarted with less than a replica
+	// holds and automatic failover is off; a person decides.
+	EventMasterLacksData = "MasterLacksData"
 )
 
 // Labels and annotations the operator puts on the objects it renders.

@@ -20,6 +20,19 @@ const (
 	ConfigSpecial ConfigKind = "special"
 )
 
+// StartupMasterHost and StartupMasterPort are what every pod's redis.conf
+// names in "replicaof": an address where nothing listens. A process thus
+// starts as a replica that serves reads of what it holds, refuses writes,
+// and refuses to be the sync source of another replica (NOMASTERLINK)
+// until the operator promotes it or points it at the master. A master
+// that restarts in place with less than its replicas hold (the last
+// second of its append-only file) cannot replace their data before the
+// operator has compared histories (docs/failover.md).
+const (
+	StartupMasterHost = "127.0.0.1"
+	StartupMasterPort = "1"
+)
+
 // ConfigParameters are the Redis parameters spec.config accepts, each with
 // the kind of its value. It is an allow-list: a parameter missing here is
 // refused at admission, so a new or dangerous directive (loadmodule,

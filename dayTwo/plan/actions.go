@@ -65,6 +65,9 @@ type Action struct {
 	Config map[string]string
 	// Pods are the pods Refresh probes.
 	Pods []string
+	// Alert, on a Wait that only a person can end, is the reason of the
+	// Warning Event that says so.
+	Alert string
 }
 
 func (a Action) String() string {

@@ -59,8 +59,10 @@ func planFailover(s Snapshot) Action {
 	}
 	if target.Obs.Role != "master" {
 		// 2. Detach the other replicas: they follow the target.
+		// The offsets stand still while the old master does not answer,
+		// or answers as the replica it restarted as (it takes no writes).
 		old, _ := s.Pod(from)
-		if !Healthy(old) {
+		if !Healthy(old) || StartedAsReplica(old) {
 			if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
 				return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
 			}

@@ -84,15 +84,22 @@ func planRecreate(s Snapshot, master PodState) Action {
 // planMasterLacksData fails over from a master that restarted without
 // writes a replica holds: empty while replicas kept the data, or with a
 // shorter history. Resynchronising from it, the replicas would drop them.
+//
+// A restarted process comes up as a replica of nobody (StartedAsReplica):
+// it refuses to be a sync source until it is promoted, so the replicas keep
+// their data while this is judged, and it is judged before the promotion.
+// With automatic failover off the cluster waits, without a master, for a
+// person: a Warning Event says what to do.
 func planMasterLacksData(s Snapshot, master PodState) Action {
-	if master.Obs.Role != "master" {
+	if master.Obs.Role != "master" && !StartedAsReplica(master) {
 		return Action{Type: ActionNone}
 	}
 	failover := func(reason, off string) Action {
 		if s.AutoFailover {
 			return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: reason}
 		}
-		return Action{Type: ActionWait, Pod: master.Name, Reason: off}
+		return Action{Type: ActionWait, Pod: master.Name, Alert: cachev1alpha1.EventMasterLacksData,
+			Reason: off + fmt.Sprintf("; the replicas keep their data and %s is not promoted: set spec.highAvailability.autoFailover: true to fail over to %s", master.Name, bestOf(s, master.Name))}
 	}
 	if master.Obs.Keys == 0 {
 		for _, p := range s.Pods {

@@ -247,7 +247,43 @@ func TestPlan(t *testing.T) {
 				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+		},
+		{
+			// Every process starts as a replica of nobody: a master that
+			// restarted in place is judged before it is promoted, while
+			// its replicas, refused a sync by it, keep their data.
+			name: "a master restarted as a replica of nobody with a new history is failed over, not promoted",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 3),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a master restarted as a replica of nobody waits for a person, with a Warning, when automatic failover is off",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", Pods: []PodState{
+				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+		},
+		{
+			name: "a master restarted as a replica of nobody that lacks nothing is promoted",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-0"},
+		},
+		{
+			name: "a fresh pod started as a replica of nobody is pointed at the master, not fenced",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				pod("c-0", ip0, "master", "", "master", 100, 10),
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+				linkDown(pod("c-2", ip2, "slave", cachev1alpha1.StartupMasterHost, "", 0, 0), 1),
+			}},
+			want: Action{Type: ActionRepoint, Pod: "c-2", Master: "c-0"},
 		},
 		{
 			name: "replicas in sync with a restarted master follow it",

@@ -145,6 +145,13 @@ func (s Snapshot) down(name string) bool {
 	return p.Obs.LastSeen.IsZero() || s.Now.Sub(p.Obs.LastSeen) > s.ProbeTimeout
 }
 
+// StartedAsReplica: the pod runs as it started, a replica of the
+// placeholder address in its configuration (cachev1alpha1.StartupMasterHost),
+// not yet promoted or pointed at a master by the operator.
+func StartedAsReplica(p PodState) bool {
+	return p.Obs.Role == "slave" && p.Obs.MasterHost == cachev1alpha1.StartupMasterHost
+}
+
 func Healthy(p PodState) bool {
 	return p.Observed && p.Obs.Reachable && !p.Obs.Loading && !p.Deleting
 }

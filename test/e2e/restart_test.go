@@ -11,6 +11,11 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
 
 // A master that restarts in place with a shorter history than its
@@ -75,4 +80,59 @@ func cutLastWrites(g Gomega, path string, n int) int64 {
 	}
 	g.Expect(os.Truncate(path, int64(at))).To(Succeed())
 	return int64(len(data) - at)
+}
+
+// With automatic failover off, a master killed under the writer restarts
+// in place (its last writes, acknowledged by the replicas, not yet in its
+// append-only file: 500 cut from it). It comes up as a replica of nobody
+// and refuses to be the replicas' sync source, so they keep every
+// acknowledged write while the operator waits for a person and says so in
+// a Warning Event; the restarted pod is not promoted. Turning automatic
+// failover on is the person's answer: the replica holding the writes takes
+// over and nothing acknowledged is lost.
+func TestMasterRestartedWithAutoFailoverOffWaitsForAPerson(t *testing.T) {
+	ns := "e2e-fo-restart-off"
+	g := NewWithT(t)
+	newNamespace(t, ns)
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 3
+	cc.Spec.HighAvailability.AutoFailover = ptr.To(false)
+	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	w := startStickyWorkload(ns, "basic", password(g, ns, "basic"))
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 3000))
+
+	old := before.Status.CurrentMaster
+	aof := newestIncrAOF(g, filepath.Join(pvDir(g, ns, old), "appendonly"))
+	cut := cutLastWrites(g, aof, 500)
+	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
+	t.Logf("cut %d bytes of %s's append-only file, then killed it", cut, old)
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventMasterLacksData))
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), "a Warning Event asks a person to decide")
+	// Still waiting: the restarted pod was not promoted, no replica
+	// resynchronised from it.
+	pw := password(g, ns, "basic")
+	for _, n := range before.Status.Nodes {
+		rc := redisAt(pod(g, ns, n.PodName).Status.PodIP, pw)
+		info, err := rc.Info(context.Background(), "replication").Result()
+		rc.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info).To(ContainSubstring("role:slave\r\n"), n.PodName+" is no master while the operator waits")
+	}
+	e := eventsByReason(g, ns)[cachev1alpha1.EventMasterLacksData][0]
+	g.Expect(e.Type).To(Equal(corev1.EventTypeWarning))
+	g.Expect(e.Message).To(ContainSubstring("autoFailover: true"))
+	t.Logf("event: %s", e.Message)
+
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), cc)).To(Succeed())
+	cc.Spec.HighAvailability.AutoFailover = ptr.To(true)
+	g.Expect(k8s.Update(context.Background(), cc)).To(Succeed())
+	after := waitAllReplicating(g, cc)
+	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
+	g.Expect(after.Status.CurrentMaster).NotTo(Equal(old), "a replica holding the writes takes over")
+	w.finish(t, g, masters)
 }
