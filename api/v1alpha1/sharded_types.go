@@ -71,3 +71,18 @@ func (c *CacheCluster) PodsPerShard() int32 {
 func (c *CacheCluster) ShardOf(ordinal int32) int32 {
 	return ordinal / c.PodsPerShard()
 }
+
+// The ShardsReady condition of a sharded cluster, written by day-two from
+// what the nodes report: True while every node that answers says
+// cluster_state:ok with all 16384 slots served. Ready is False until it is.
+const (
+	ConditionShardsReady = "ShardsReady"
+	// ReasonAllSlotsServed: every node reports cluster_state:ok and all
+	// slots served.
+	ReasonAllSlotsServed = "AllSlotsServed"
+	// ReasonSlotsNotServed: a node reports cluster_state:fail, or slots no
+	// master serves (a cluster being formed, a shard without a master).
+	ReasonSlotsNotServed = "SlotsNotServed"
+	// EventShardMasterChanged: another pod serves a shard's slots.
+	EventShardMasterChanged = "ShardMasterChanged"
+)
