@@ -94,9 +94,23 @@ func planSharded(s Snapshot) Action {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}
 	if !reflect.DeepEqual(s.Spec, *s.Approved) {
-		return Action{Type: ActionWait, Reason: "a change of version, configuration or resources of a sharded cluster is not rolled out yet (issue 15)"}
+		return Action{Type: ActionWait, Reason: ShardedChangeHeld}
 	}
 	return Action{Type: ActionNone}
+}
+
+// ShardedChangeHeld is why a spec change of a sharded cluster does not
+// reach its pods.
+const ShardedChangeHeld = "a change of version, configuration or resources of a sharded cluster is not rolled out yet (issue 15): the pods keep what they run"
+
+// simulateSharded is Simulate for a sharded cluster: a change of what the
+// pods run is held (planSharded waits on it); nothing else is an
+// operation.
+func simulateSharded(approved, spec cachev1alpha1.RolloutValues) []Action {
+	if reflect.DeepEqual(approved, spec) {
+		return nil
+	}
+	return []Action{{Type: ActionWait, Reason: ShardedChangeHeld}}
 }
 
 // introducer is the lowest-ordinal pod that answers: the one every other
