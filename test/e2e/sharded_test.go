@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,12 +44,17 @@ func waitShardsServing(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.
 // clusterClient is a cluster-aware client seeded with every pod, as an
 // application seeded with the headless Service's addresses is.
 func clusterClient(g Gomega, cc *cachev1alpha1.CacheCluster) *redis.ClusterClient {
+	return clusterClientWith(g, cc, 2*time.Second, 2*time.Second)
+}
+
+// clusterClientWith is clusterClient with its dial and read/write timeouts.
+func clusterClientWith(g Gomega, cc *cachev1alpha1.CacheCluster, dial, rw time.Duration) *redis.ClusterClient {
 	var addrs []string
 	for o := range cc.DesiredReplicas() {
 		addrs = append(addrs, pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP+":6379")
 	}
 	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password(g, cc.Namespace, cc.Name),
-		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+		DialTimeout: dial, ReadTimeout: rw, WriteTimeout: rw})
 }
 
 // examples/sharded.yaml (3 shards × 1 replica) is formed by day-two: the
@@ -167,4 +173,133 @@ func TestShardedOperatorKilledMidBootstrap(t *testing.T) {
 	g.Expect(got.Status.Shards[0].Slots).To(Equal([]string{"0-5461"}))
 	g.Expect(got.Status.Shards[2].Slots).To(Equal([]string{"10923-16383"}))
 	g.Expect(got.Status.Shards[1].Slots).To(Equal([]string{"5462-10922"}))
+}
+
+// shardWriter writes numbered keys through a cluster-aware client; a write
+// counts as acknowledged only when WAIT 1, sent on the same connection to
+// the key's master, says the shard's replica has it.
+type shardWriter struct {
+	cc *redis.ClusterClient
+
+	mu    sync.Mutex
+	acked map[string]string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startShardWriter(g Gomega, cc *cachev1alpha1.CacheCluster) *shardWriter {
+	w := &shardWriter{cc: clusterClientWith(g, cc, 300*time.Millisecond, 500*time.Millisecond), acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *shardWriter) run() {
+	defer close(w.done)
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		key, val := fmt.Sprintf("w:%06d", i), fmt.Sprintf("v%d-%d", i, time.Now().UnixNano())
+		if w.write(ctx, key, val) {
+			w.mu.Lock()
+			w.acked[key] = val
+			w.mu.Unlock()
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// write sets key on its slot's master and waits for one replica, both on
+// one connection.
+func (w *shardWriter) write(ctx context.Context, key, val string) bool {
+	opCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := w.cc.MasterForKey(opCtx, key)
+	if err != nil {
+		return false
+	}
+	var wait *redis.Cmd
+	if _, err := m.Pipelined(opCtx, func(p redis.Pipeliner) error {
+		p.Set(opCtx, key, val, 0)
+		wait = p.Do(opCtx, "WAIT", 1, 300)
+		return nil
+	}); err != nil {
+		// A MOVED or a dead master: learn the layout again.
+		w.cc.ReloadState(ctx)
+		return false
+	}
+	n, err := wait.Int64()
+	return err == nil && n >= 1
+}
+
+func (w *shardWriter) Stop() {
+	close(w.stop)
+	<-w.done
+	_ = w.cc.Close()
+}
+
+func (w *shardWriter) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// Verify reads every acknowledged key back through a fresh cluster client.
+func (w *shardWriter) Verify(g Gomega, cc *cachev1alpha1.CacheCluster) (checked int, lost []string) {
+	rc := clusterClient(g, cc)
+	defer rc.Close()
+	ctx := context.Background()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.acked {
+		if got, err := rc.Get(ctx, k).Result(); err != nil || got != v {
+			lost = append(lost, k)
+		}
+	}
+	return len(w.acked), lost
+}
+
+// A shard's master is frozen (SIGSTOP) past the node timeout under a
+// cluster-aware writer that confirms every write with WAIT 1: the shard's
+// replica wins Redis Cluster's election, the other shards keep confirming
+// writes meanwhile, status.shards and the labels name the new master, the
+// old master thawed rejoins as its replica, and no confirmed write is lost.
+func TestShardedMasterFrozenFailsOverWithinItsShard(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-sharded-fo")
+	cc := loadExample(t, "sharded", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitShardsServing(g, cc)
+	w := startShardWriter(g, cc)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 300))
+
+	g.Expect(env.Freeze(ns, "sharded-2", "redis")).To(Succeed())
+	frozen, before := time.Now(), w.ackedCount()
+	g.Eventually(func(g Gomega) {
+		sh := getCC(g, cc).Status.Shards
+		g.Expect(sh).To(HaveLen(3))
+		g.Expect(sh[1].Master).To(Equal("sharded-3"))
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), "shard 1 fails over to its replica")
+	t.Logf("shard 1: master frozen → status.shards names the new master in %s", time.Since(frozen).Round(10*time.Millisecond))
+	g.Expect(w.ackedCount()).To(BeNumerically(">", before), "the other shards confirm writes while shard 1 fails over")
+	g.Expect(env.Thaw(ns, "sharded-2", "redis")).To(Succeed())
+
+	got := waitShardsServing(g, cc)
+	g.Expect(got.Status.Shards[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "sharded-3", Replicas: []string{"sharded-2"}}))
+	g.Expect(pod(g, ns, "sharded-3").Labels[cachev1alpha1.LabelRole]).To(Equal(cachev1alpha1.RoleMaster))
+	g.Expect(pod(g, ns, "sharded-2").Labels[cachev1alpha1.LabelRole]).To(Equal(cachev1alpha1.RoleReplica))
+	// Shard 1 confirms writes again, now that it has a replica.
+	again := w.ackedCount()
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", again+300))
+	w.Stop()
+	checked, lost := w.Verify(g, cc)
+	g.Expect(lost).To(BeEmpty(), "%d of %d acknowledged writes lost", len(lost), checked)
+	t.Logf("%d acknowledged writes checked", checked)
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventShardMasterChanged]).NotTo(BeEmpty())
 }
