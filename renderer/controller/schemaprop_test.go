@@ -118,7 +118,8 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 
 // shardedLayout makes a fifth of the generated objects sharded: mode
 // sharded, no replicas, a shard count and sometimes replicas per shard,
-// in range (the admission tests cover the values out of range).
+// in range (the admission tests cover the values out of range), and no
+// scheduled backup or restore (not supported for sharded clusters yet).
 func shardedLayout(g *schemagen.Generator, obj map[string]any) {
 	r := g.Rand()
 	spec, ok := obj["spec"].(map[string]any)
@@ -127,6 +128,11 @@ func shardedLayout(g *schemagen.Generator, obj map[string]any) {
 	}
 	spec["mode"] = "sharded"
 	delete(spec, "replicas")
+	delete(spec, "restore")
+	if backup, ok := spec["backup"].(map[string]any); ok {
+		delete(backup, "enabled")
+		delete(backup, "autoRestore")
+	}
 	spec["shards"] = []int64{3, 3, 3, 4, 4, 5, 6, 8, 16, 64}[r.IntN(10)]
 	if r.Float64() < 0.4 {
 		spec["replicasPerShard"] = []int64{0, 1, 1, 1, 2, 2, 3, 5}[r.IntN(8)]

@@ -27,6 +27,9 @@ func TestAdmissionRejectsInvalidShardedClusters(t *testing.T) {
 		{"replicas and shards", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicas: 6", `spec.replicas and spec.shards cannot be set together`},
 		{"negative replicasPerShard", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicasPerShard: -1", `spec.replicasPerShard in body should be greater than or equal to 0`},
 		{"too many replicasPerShard", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicasPerShard: 6", `spec.replicasPerShard in body should be less than or equal to 5`},
+		{"scheduled backups", "version: '7.0.15'\nmode: sharded\nshards: 3\nbackup: {enabled: true, schedule: '@daily', pvc: {claimName: b}}", `backups and restores of a sharded cluster are not supported yet`},
+		{"automatic restore", "version: '7.0.15'\nmode: sharded\nshards: 3\nbackup: {autoRestore: true, pvc: {claimName: b}}", `backups and restores of a sharded cluster are not supported yet`},
+		{"a restore", "version: '7.0.15'\nmode: sharded\nshards: 3\nrestore: {backup: b}", `backups and restores of a sharded cluster are not supported yet`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
