@@ -21,7 +21,9 @@ func TestSummarizeShardedWaitsForShardsReady(t *testing.T) {
 	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Generation: 1},
 		Spec: cachev1alpha1.CacheClusterSpec{Mode: cachev1alpha1.ModeSharded, Shards: ptr.To[int32](3)}}
 	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](6)}, Status: appsv1.StatefulSetStatus{Replicas: 6, ReadyReplicas: 6}}
-	ready := func() { summarize(&scope{cc: cc, statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.CurrentStatus}}}, nil) }
+	ready := func() {
+		summarize(&scope{cc: cc, statefulSet: sts, children: []childHealth{{kind: "StatefulSet", status: status.CurrentStatus}}}, nil)
+	}
 	shards := func(s metav1.ConditionStatus, msg string) {
 		meta.SetStatusCondition(&cc.Status.Conditions, metav1.Condition{Type: cachev1alpha1.ConditionShardsReady, Status: s, Reason: "Test", Message: msg, ObservedGeneration: 1})
 	}
