@@ -205,6 +205,7 @@ func (r *Reconciler) report(_ context.Context, s *scope) error {
 		r.recommend(s, m.Obs)
 	}
 	setQueued(s, plan.Queued(s.snap))
+	setShardsReady(s)
 	return nil
 }
 
@@ -251,10 +252,12 @@ func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
 	changed := map[plan.ActionType][]string{
 		plan.ActionPromote: {a.Pod}, plan.ActionRepoint: {a.Pod}, plan.ActionFence: {a.Pod},
 		plan.ActionGracefulSwitchover: {a.Pod, a.Master},
+		plan.ActionClusterMeet:        {a.Pod, a.Master}, plan.ActionClusterAddSlots: {a.Pod},
+		plan.ActionClusterReplicate: {a.Pod, a.Master},
 	}
 	for _, name := range changed[a.Type] {
 		if p, ok := s.snap.Pod(name); ok {
-			r.Prober.Refresh(ctx, s.key, probe.Target{Pod: p.Name, IP: p.IP}, s.snap.ProbeTimeout)
+			r.Prober.Refresh(ctx, s.key, probe.Target{Pod: p.Name, IP: p.IP, Cluster: s.cc.IsSharded()}, s.snap.ProbeTimeout)
 		}
 	}
 }

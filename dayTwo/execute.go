@@ -13,7 +13,7 @@ import (
 // the action. They are, one file per concern:
 // topology.go (bootstrap, failover, fencing, labels), operations.go
 // (scaling, upgrades, switchovers), reconfigure.go, precheck.go,
-// restore.go and backups.go.
+// restore.go, backups.go, and cluster_bootstrap.go (sharded clusters).
 var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
 	plan.ActionBootstrap:        (*Reconciler).bootstrap,
 	plan.ActionRefresh:          (*Reconciler).refresh,
@@ -47,6 +47,11 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionStartRestore:    (*Reconciler).startRestore,
 	plan.ActionVerifyRestore:   (*Reconciler).verifyRestoreStep,
 	plan.ActionCompleteRestore: (*Reconciler).completeRestore,
+
+	plan.ActionClusterMeet:      (*Reconciler).clusterMeet,
+	plan.ActionClusterAddSlots:  (*Reconciler).clusterAddSlots,
+	plan.ActionClusterReplicate: (*Reconciler).clusterReplicate,
+	plan.ActionRecordShards:     (*Reconciler).recordShards,
 }
 
 // execute takes the step a names.

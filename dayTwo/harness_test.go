@@ -283,6 +283,9 @@ type clusterOpts struct {
 	redisArgs func(ordinal int) []string
 	// client, when set, wraps the controller's client (a test's fault).
 	client func(client.Client) client.Client
+	// spec, when set, changes the CacheCluster's spec before it is
+	// created (a sharded layout).
+	spec func(*cachev1alpha1.CacheClusterSpec)
 }
 
 // newCluster starts the pods' redis-server processes, creates the auth
@@ -337,6 +340,9 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 			Version: "7.0.15", Replicas: ptr.To(int32(o.pods)),
 			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: 1},
 		},
+	}
+	if o.spec != nil {
+		o.spec(&cc.Spec)
 	}
 	must(t, k8s.Create(ctx, cc))
 	return c

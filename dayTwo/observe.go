@@ -52,7 +52,7 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 	var targets []probe.Target
 	for _, p := range s.pods {
 		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
-			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP})
+			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP, Cluster: cc.IsSharded()})
 		}
 	}
 	r.Prober.Ensure(cc, targets, s.password, probePeriod(timeout))
@@ -105,6 +105,9 @@ func (r *Reconciler) snapshot(cc *cachev1alpha1.CacheCluster, pods []plan.PodSta
 		StepDeadline:  r.stepDeadline(),
 		RestorePending: cc.Spec.Restore != nil &&
 			meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) == nil,
+	}
+	if cc.IsSharded() {
+		snap.Sharded = &plan.ShardedState{Shards: int(cc.ShardCount()), PodsPerShard: int(cc.PodsPerShard()), Recorded: cc.Status.Shards}
 	}
 	if ro := cc.Status.Rollout; ro != nil {
 		snap.Approved = ro.RolloutValues.DeepCopy()

@@ -40,7 +40,7 @@ func (r *Reconciler) refresh(ctx context.Context, s *scope, a plan.Action) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.Prober.Refresh(ctx, s.key, probe.Target{Pod: p.Name, IP: p.IP}, s.snap.ProbeTimeout)
+			r.Prober.Refresh(ctx, s.key, probe.Target{Pod: p.Name, IP: p.IP, Cluster: s.cc.IsSharded()}, s.snap.ProbeTimeout)
 		}()
 	}
 	wg.Wait()

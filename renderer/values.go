@@ -236,5 +236,6 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"probeTimeoutSeconds": int64(probeTimeout),
 		"podDisruptionBudget": map[string]any{"enabled": true},
 		"networkPolicy":       map[string]any{"enabled": true},
+		"sharded":             shardedValues(cc, probeTimeout),
 	}, nil
 }

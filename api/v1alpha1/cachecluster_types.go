@@ -17,6 +17,13 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && size(self.backup.schedule) > 0)",message="backup.schedule is required when backup.enabled is true"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !self.config['maxmemory'].matches('^[0-9]{1,15}([kKmMgG][bB]?|[bB])?$') || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !string(self.resources.limits['memory']).matches('^[0-9]{1,18}([.][0-9]{1,9})?([KMGTPE]i|[numkMGTPE])?$') || double(self.config['maxmemory'].find('^[0-9]+')) * (self.config['maxmemory'].lowerAscii().endsWith('gb') ? 1073741824.0 : self.config['maxmemory'].lowerAscii().endsWith('mb') ? 1048576.0 : self.config['maxmemory'].lowerAscii().endsWith('kb') ? 1024.0 : self.config['maxmemory'].lowerAscii().endsWith('g') ? 1e9 : self.config['maxmemory'].lowerAscii().endsWith('m') ? 1e6 : self.config['maxmemory'].lowerAscii().endsWith('k') ? 1e3 : 1.0) <= 0.75 * quantity(string(self.resources.limits['memory'])).asApproximateFloat()",messageExpression="'config maxmemory ' + self.config['maxmemory'] + ' does not fit in resources.limits.memory ' + string(self.resources.limits['memory']) + ': Redis needs a quarter of the limit for buffers and the copy-on-write pages of a background save, so maxmemory may be at most 75% of the limit'"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is immutable: it applies only when a cluster is created; create a new CacheCluster to restore another backup"
+// +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode",message="spec.mode is immutable: a cluster cannot move between replication and sharded in place; create a new CacheCluster with the mode you want and move the data to it"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'sharded' || (!has(self.shards) && !has(self.replicasPerShard))",message="spec.shards and spec.replicasPerShard apply only to mode: sharded; a replication cluster sizes itself with spec.replicas"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || has(self.shards)",message="a sharded cluster needs spec.shards, the number of masters the 16384 slots are spread over (at least 3)"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || !has(self.replicas) || self.replicas == 3",message="spec.replicas and spec.shards cannot be set together: a sharded cluster has spec.shards × (1 + spec.replicasPerShard) pods; remove spec.replicas"
+// +kubebuilder:validation:XValidation:rule="has(self.shards) == has(oldSelf.shards) && (!has(self.shards) || self.shards == oldSelf.shards)",message="spec.shards cannot change: resharding is not supported yet (issue 15); to change capacity, create a new sharded CacheCluster with the shard count you want, move clients and data to it, then delete this one"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || (!has(self.restore) && (!has(self.backup) || ((!has(self.backup.enabled) || !self.backup.enabled) && (!has(self.backup.autoRestore) || !self.backup.autoRestore))))",message="backups and restores of a sharded cluster are not supported yet (issue 15): remove backup.enabled, backup.autoRestore and restore"
+// +kubebuilder:validation:XValidation:rule="(has(self.replicasPerShard) ? self.replicasPerShard : 1) == (has(oldSelf.replicasPerShard) ? oldSelf.replicasPerShard : 1)",message="spec.replicasPerShard cannot change yet (issue 15): adding or removing replicas of a shard is not supported; create a new sharded CacheCluster with the replica count you want"
 type CacheClusterSpec struct {
 	// Version is the Redis version to run, e.g. "7.0.15". It selects the
 	// image redis:<version> unless image is set.
@@ -31,8 +38,31 @@ type CacheClusterSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
+	// Mode is replication (one master and its replicas, all holding every
+	// key) or sharded (the Redis Cluster protocol: the 16384 hash slots
+	// spread over spec.shards masters, each with its replicas). It cannot
+	// change after creation.
+	// +optional
+	// +kubebuilder:default=replication
+	Mode ClusterMode `json:"mode,omitempty"`
+
+	// Shards is the number of masters of a sharded cluster (mode: sharded
+	// only). It cannot change yet: resharding is not supported.
+	// +optional
+	// +kubebuilder:validation:Minimum=3
+	// +kubebuilder:validation:Maximum=64
+	Shards *int32 `json:"shards,omitempty"`
+
+	// ReplicasPerShard is the number of replicas of each shard's master
+	// (mode: sharded only); 1 when unset. It cannot change yet.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	ReplicasPerShard *int32 `json:"replicasPerShard,omitempty"`
+
 	// Replicas is the number of Redis pods: one master and replicas-1
-	// replicas.
+	// replicas. A sharded cluster leaves it unset: its pod count is
+	// shards × (1 + replicasPerShard).
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
@@ -430,6 +460,13 @@ type CacheClusterStatus struct {
 	// +optional
 	CurrentVersion string `json:"currentVersion,omitempty"`
 
+	// Shards lists the shards of a sharded cluster as the nodes report
+	// them (CLUSTER NODES): each shard's slots, master and replicas.
+	// +optional
+	// +listType=map
+	// +listMapKey=index
+	Shards []ShardStatus `json:"shards,omitempty"`
+
 	// Nodes lists the Redis pods.
 	// +optional
 	// +listType=map
@@ -647,6 +684,8 @@ type OperationStatus struct {
 // +kubebuilder:resource:shortName=cc,categories=cacheops
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.spec.shards`,description="Masters of a sharded cluster"
 // +kubebuilder:printcolumn:name="Pods",type=string,JSONPath=`.status.readyReplicas`,description="Ready pods"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.currentVersion`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -678,9 +717,14 @@ func init() {
 	objectTypes = append(objectTypes, &CacheCluster{}, &CacheClusterList{})
 }
 
-// DesiredReplicas is spec.replicas with its default applied, for objects that
-// did not pass through the API server (files read by the CLI, unit tests).
+// DesiredReplicas is the number of pods: spec.replicas with its default
+// applied, for objects that did not pass through the API server (files read
+// by the CLI, unit tests); for a sharded cluster shards × (1 +
+// replicasPerShard).
 func (c *CacheCluster) DesiredReplicas() int32 {
+	if c.IsSharded() {
+		return c.ShardCount() * c.PodsPerShard()
+	}
 	if c.Spec.Replicas == nil {
 		return 3
 	}

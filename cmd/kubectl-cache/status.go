@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,8 +31,12 @@ func status(args []string, stdout io.Writer) error {
 
 func writeStatus(w io.Writer, cc *cachev1alpha1.CacheCluster) {
 	st := cc.Status
-	fmt.Fprintf(w, "CacheCluster %s/%s: %s, version %s, %d/%d pods ready, master %s\n",
-		cc.Namespace, cc.Name, orDash(string(st.Phase)), orDash(st.CurrentVersion), st.ReadyReplicas, cc.DesiredReplicas(), orDash(st.CurrentMaster))
+	masters := "master " + orDash(st.CurrentMaster)
+	if cc.IsSharded() {
+		masters = fmt.Sprintf("sharded, %d shards × %d pods", cc.ShardCount(), cc.PodsPerShard())
+	}
+	fmt.Fprintf(w, "CacheCluster %s/%s: %s, version %s, %d/%d pods ready, %s\n",
+		cc.Namespace, cc.Name, orDash(string(st.Phase)), orDash(st.CurrentVersion), st.ReadyReplicas, cc.DesiredReplicas(), masters)
 	if cc.Generation != st.ObservedGeneration {
 		fmt.Fprintf(w, "  spec generation %d not observed yet (status describes %d)\n", cc.Generation, st.ObservedGeneration)
 	}
@@ -48,6 +53,15 @@ func writeStatus(w io.Writer, cc *cachev1alpha1.CacheCluster) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", n.PodName, orDash(n.Role), orDash(n.Address), n.Ready)
 	}
 	_ = tw.Flush()
+	if cc.IsSharded() {
+		// What the nodes report (CLUSTER NODES), as day-two last read it.
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SHARD\tSLOTS\tMASTER\tREPLICAS")
+		for _, sh := range st.Shards {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", sh.Index, orDash(strings.Join(sh.Slots, ",")), orDash(sh.Master), orDash(strings.Join(sh.Replicas, ",")))
+		}
+		_ = tw.Flush()
+	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tMESSAGE")
 	for _, c := range st.Conditions {

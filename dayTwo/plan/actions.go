@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // ActionType names the one step the executor takes next.
@@ -68,6 +69,10 @@ type Action struct {
 	// Alert, on a Wait that only a person can end, is the reason of the
 	// Warning Event that says so.
 	Alert string
+	// Slots are the slots ClusterAddSlots assigns.
+	Slots []probe.SlotRange
+	// Shards are what RecordShards writes to status.shards.
+	Shards []cachev1alpha1.ShardStatus
 }
 
 func (a Action) String() string {

@@ -16,6 +16,9 @@ import (
 // replicas hold is failed over; the roles converge; then spec changes
 // (operations.go) and backups (backup.go).
 func Next(s Snapshot) Action {
+	if s.Sharded != nil {
+		return planSharded(s)
+	}
 	if s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationRestore {
 		return planRestore(s)
 	}

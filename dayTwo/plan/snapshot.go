@@ -97,6 +97,10 @@ type Snapshot struct {
 	LatestBackup *RestorePoint
 	// RestoreConfig is the restore ConfigMap; nil when absent.
 	RestoreConfig *RestoreConfig
+
+	// Sharded is the layout of a sharded cluster; nil in replication
+	// mode. The sharded planner (sharded.go) decides for it.
+	Sharded *ShardedState
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.

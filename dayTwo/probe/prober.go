@@ -72,12 +72,18 @@ type Observation struct {
 	// aof_rewrite_in_progress: a SYNC to this pod waits for them (a save
 	// it cannot attach to, or any rewrite) before its snapshot starts.
 	Saving, Rewriting bool
+	// Cluster is the node's view of a sharded cluster; nil for a
+	// replication cluster, or when CLUSTER INFO or NODES did not answer.
+	Cluster *ClusterView
 }
 
 // Target is a pod to probe.
 type Target struct {
 	Pod string
 	IP  string
+	// Cluster: the pod runs in cluster mode (a sharded cluster); the probe
+	// also reads CLUSTER INFO and CLUSTER NODES.
+	Cluster bool
 }
 
 // Prober polls every pod of every CacheCluster it is told about, one
@@ -307,6 +313,7 @@ func (cp *clusterProbe) record(o Observation) bool {
 		// changed.
 		o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
 		o.ReplID2, o.SecondReplOffset, o.LinkDownSeconds = prev.ReplID2, prev.SecondReplOffset, prev.LinkDownSeconds
+		o.Cluster = prev.Cluster
 	}
 	if o.Reachable && !o.Loading && o.RunID != "" {
 		r := cp.runs[o.Pod]
@@ -360,7 +367,8 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 func significant(a, b Observation) bool {
 	return a.Reachable != b.Reachable || a.Role != b.Role || a.MasterHost != b.MasterHost ||
 		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID || a.FailoverState != b.FailoverState ||
-		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds || a.LostData != b.LostData
+		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds || a.LostData != b.LostData ||
+		a.Cluster.signature() != b.Cluster.signature()
 }
 
 // ProbeOnce asks one pod's Redis for its replication state, within the
@@ -386,6 +394,11 @@ func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Dura
 	}
 	o.Reachable, o.LastSeen = true, time.Now()
 	parseInfo(info, &o)
+	if t.Cluster && !o.Loading {
+		if o.Cluster, err = probeCluster(ctx, c); err != nil {
+			o.Err = err.Error()
+		}
+	}
 	return o
 }
 

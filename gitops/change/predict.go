@@ -55,6 +55,12 @@ func sortedKeys(before, after map[string]*cachev1alpha1.CacheCluster) []string {
 }
 
 func created(a *cachev1alpha1.CacheCluster) ClusterPlan {
+	if a.IsSharded() {
+		return ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created",
+			Operations: []PlannedOperation{{Type: "Create", Description: fmt.Sprintf(
+				"a new sharded cluster of %d shards × %d pods (%d pods), version %s: day-two meets the nodes, spreads the 16384 slots evenly over the shards' first pods and makes the others their replicas",
+				a.ShardCount(), a.PodsPerShard(), a.DesiredReplicas(), a.Spec.Version)}}}
+	}
 	return ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created",
 		Operations: []PlannedOperation{{Type: "Create", Description: fmt.Sprintf("a new cluster of %d pods, version %s", a.DesiredReplicas(), a.Spec.Version)}}}
 }
@@ -102,6 +108,20 @@ func rejected(b, a *cachev1alpha1.CacheCluster) []string {
 	}
 	if !equality.Semantic.DeepEqual(b.Spec.Restore, a.Spec.Restore) {
 		return []string{"restore: rejected at admission, it is immutable (it applies only when a cluster is created)"}
+	}
+	return rejectedSharded(b, a)
+}
+
+// rejectedSharded lists a change of a cluster's mode or shard layout,
+// which admission refuses (no resharding yet).
+func rejectedSharded(b, a *cachev1alpha1.CacheCluster) []string {
+	switch {
+	case b.IsSharded() != a.IsSharded():
+		return []string{"mode: rejected at admission, it is immutable (create a new CacheCluster with the mode you want)"}
+	case a.IsSharded() && b.ShardCount() != a.ShardCount():
+		return []string{fmt.Sprintf("shards %d→%d: rejected at admission, resharding is not supported yet (issue 15); create a new sharded CacheCluster with the shard count you want", b.ShardCount(), a.ShardCount())}
+	case a.IsSharded() && b.ReplicasPerShard() != a.ReplicasPerShard():
+		return []string{fmt.Sprintf("replicasPerShard %d→%d: rejected at admission, it cannot change yet (issue 15)", b.ReplicasPerShard(), a.ReplicasPerShard())}
 	}
 	return nil
 }

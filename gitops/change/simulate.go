@@ -33,6 +33,9 @@ func simulate(b, a *cachev1alpha1.CacheCluster, master string, templateChanged b
 			if cur != nil {
 				cur.Switchovers = append(cur.Switchovers, s.Master+"→"+s.Pod)
 			}
+		case plan.ActionWait:
+			// A change day-two holds (a sharded cluster's).
+			ops = append(ops, PlannedOperation{Type: "Held", Description: s.Reason})
 		}
 	}
 	return ops, nil

@@ -315,7 +315,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 					!equality.Semantic.DeepEqual(o.Status.Operation, n.Status.Operation) ||
 					// A restore checked: the pods stop downloading it. A
 					// data loss found or ended: the phase says so.
-					conditionChanged(o, n, cachev1alpha1.ConditionRestored) || conditionChanged(o, n, cachev1alpha1.ConditionDataLost))
+					conditionChanged(o, n, cachev1alpha1.ConditionRestored) || conditionChanged(o, n, cachev1alpha1.ConditionDataLost) ||
+					// A sharded cluster serves, or stops serving, every slot.
+					conditionChanged(o, n, cachev1alpha1.ConditionShardsReady))
 			}},
 			// Deletion sets a timestamp; let it through even if a
 			// generation did not change.

@@ -167,6 +167,10 @@ func summarize(s *scope, stepErr error) {
 		}
 	}
 
+	if msg := shardsNotReady(cc); msg != "" {
+		notReady = append(notReady, msg)
+	}
+
 	want := cc.DesiredReplicas()
 	ready := cc.Status.ReadyReplicas
 	if ready > 0 {

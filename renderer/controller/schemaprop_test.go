@@ -88,6 +88,14 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 	// Most restores are refused (one source, exactly); set it less often
 	// so that enough objects are admitted.
 	g.Chance["spec.restore"] = 0.15
+	// A sharded layout is refused in replication mode and needed in
+	// sharded mode: the parts come alone rarely (both sides of each rule);
+	// shardedLayout makes a fifth of the objects consistently sharded.
+	g.Chance["spec.mode"] = 0.02
+	g.Values["spec.mode"] = []any{"replication", "replication", "sharded"}
+	g.ValuesChance["spec.mode"] = 0.95
+	g.Chance["spec.shards"] = 0.005
+	g.Chance["spec.replicasPerShard"] = 0.005
 	g.Values["spec.version"] = []any{"7.0.15", "7.2.4", "6.2", "8.0.1", "0.0", "99999999999999999999.1.0"}
 	g.Values["spec.image"] = []any{"redis:7.2", "valkey/valkey:8.0", "registry.example.com:5000/team/redis@sha256:" + strings.Repeat("a", 64), "Redis:LATEST", "redis 7"}
 	g.Values["spec.backup.retention.maxAge"] = []any{"7d", "168h", "1h", "-1s", "0s", "99999999999999999999h", "1h30m", "P7D", "1w", "", "30m", "2562047h"}
@@ -106,6 +114,29 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 		g.Values[p+".*"] = []any{"1e-2147483647", "1e2147483648", "1e-9999999999", "1e9999999999", "500m", "1Gi", "2"}
 	}
 	return g
+}
+
+// shardedLayout makes a fifth of the generated objects sharded: mode
+// sharded, no replicas, a shard count and sometimes replicas per shard,
+// in range (the admission tests cover the values out of range), and no
+// scheduled backup or restore (not supported for sharded clusters yet).
+func shardedLayout(g *schemagen.Generator, obj map[string]any) {
+	r := g.Rand()
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok || r.Float64() >= 0.2 {
+		return
+	}
+	spec["mode"] = "sharded"
+	delete(spec, "replicas")
+	delete(spec, "restore")
+	if backup, ok := spec["backup"].(map[string]any); ok {
+		delete(backup, "enabled")
+		delete(backup, "autoRestore")
+	}
+	spec["shards"] = []int64{3, 3, 3, 4, 4, 5, 6, 8, 16, 64}[r.IntN(10)]
+	if r.Float64() < 0.4 {
+		spec["replicasPerShard"] = []int64{0, 1, 1, 1, 2, 2, 3, 5}[r.IntN(8)]
+	}
 }
 
 // configValues steers spec.config towards the parameters admission
@@ -547,6 +578,7 @@ func TestAdmittedCacheClustersDecodeAndRender(t *testing.T) {
 	var bad failures
 	for i := range n {
 		u := &unstructured.Unstructured{Object: g.Object(crd, objectName(g, i), ns)}
+		shardedLayout(g, u.Object)
 		input := compactJSON(u.Object["spec"])
 		sent := u.DeepCopy()
 		if err := k8s.Create(ctx, u, client.DryRunAll); err != nil {

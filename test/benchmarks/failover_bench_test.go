@@ -74,6 +74,19 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		report(b, runs)
 	})
+	// A sharded cluster's shard master killed: Redis Cluster's own
+	// election (sharded_failover_bench_test.go).
+	b.Run("cacheops-sharded", func(b *testing.B) {
+		b.StopTimer()
+		root := repoRoot()
+		c, k8s, stop := startOperatorCluster(b, root, filepath.Join(root, "bin"))
+		defer stop()
+		var runs []time.Duration
+		for i := 0; i < b.N; i++ {
+			runs = append(runs, shardedFailover(b, c, k8s, i))
+		}
+		report(b, runs)
+	})
 }
 
 func report(b *testing.B, runs []time.Duration) {

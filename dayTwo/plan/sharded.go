@@ -1,0 +1,371 @@
+package plan
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
+)
+
+// ShardedState is what the planner needs of a sharded cluster beyond the
+// pods: its layout from spec and what status.shards says now.
+type ShardedState struct {
+	Shards       int
+	PodsPerShard int
+	// Recorded is status.shards.
+	Recorded []cachev1alpha1.ShardStatus
+}
+
+// Steps of a sharded cluster (sharded.go).
+const (
+	// ActionClusterMeet makes Pod meet Master's node (CLUSTER MEET).
+	ActionClusterMeet ActionType = "ClusterMeet"
+	// ActionClusterAddSlots gives Pod's node the Slots (CLUSTER
+	// ADDSLOTSRANGE).
+	ActionClusterAddSlots ActionType = "ClusterAddSlots"
+	// ActionClusterReplicate makes Pod's node a replica of Master's
+	// (CLUSTER REPLICATE).
+	ActionClusterReplicate ActionType = "ClusterReplicate"
+	// ActionRecordShards writes Shards to status.shards.
+	ActionRecordShards ActionType = "RecordShards"
+)
+
+// shardedView is the snapshot of a sharded cluster as the rules read it:
+// each pod's own view of the cluster, by pod.
+type shardedView struct {
+	s     Snapshot
+	pods  []PodState
+	views map[string]*probe.ClusterView
+}
+
+func newShardedView(s Snapshot) shardedView {
+	v := shardedView{s: s, pods: SortedPods(s), views: map[string]*probe.ClusterView{}}
+	for _, p := range v.pods {
+		if Healthy(p) && p.Obs.Cluster != nil {
+			v.views[p.Name] = p.Obs.Cluster
+		}
+	}
+	return v
+}
+
+// shardOf is the shard of a pod by its ordinal.
+func (v shardedView) shardOf(p PodState) int { return p.Ordinal() / v.s.Sharded.PodsPerShard }
+
+// podName is the name of the pod with the ordinal.
+func (v shardedView) podName(ordinal int) string { return fmt.Sprintf("%s-%d", v.s.Name, ordinal) }
+
+// formed: some node says every slot is served by a master, so the cluster
+// was bootstrapped once, whatever this operator remembers.
+func (v shardedView) formed() bool {
+	for _, cv := range v.views {
+		if cv.SlotsAssigned == cachev1alpha1.SlotCount {
+			return true
+		}
+	}
+	return false
+}
+
+// planSharded is Next for a sharded cluster: every pod of the layout meets
+// the others, each shard's first master gets its even share of the slots,
+// the shard's other pods replicate it, and once every node says
+// cluster_state:ok the labels and status.shards follow what the nodes
+// report. A dead master is Redis Cluster's to replace: its shard's
+// replicas elect the one with the most data (docs/sharded.md).
+func planSharded(s Snapshot) Action {
+	v := newShardedView(s)
+	if !v.formed() {
+		// Bootstrap needs every node of the layout: slots given to a
+		// partial cluster would have to move later.
+		for o := range s.Sharded.Shards * s.Sharded.PodsPerShard {
+			name := v.podName(o)
+			if v.views[name] == nil {
+				return Action{Type: ActionWait, Pod: name, Reason: "waiting for every pod to answer CLUSTER NODES before the cluster is formed"}
+			}
+		}
+	}
+	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planCoverage, planShardLabels, planShardStatus} {
+		if a := rule(v); a.Type != ActionNone {
+			return a
+		}
+	}
+	if s.Approved == nil {
+		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
+	}
+	if !reflect.DeepEqual(s.Spec, *s.Approved) {
+		return Action{Type: ActionWait, Reason: ShardedChangeHeld}
+	}
+	return Action{Type: ActionNone}
+}
+
+// ShardedChangeHeld is why a spec change of a sharded cluster does not
+// reach its pods.
+const ShardedChangeHeld = "a change of version, configuration or resources of a sharded cluster is not rolled out yet (issue 15): the pods keep what they run"
+
+// simulateSharded is Simulate for a sharded cluster: a change of what the
+// pods run is held (planSharded waits on it); nothing else is an
+// operation.
+func simulateSharded(approved, spec cachev1alpha1.RolloutValues) []Action {
+	if reflect.DeepEqual(approved, spec) {
+		return nil
+	}
+	return []Action{{Type: ActionWait, Reason: ShardedChangeHeld}}
+}
+
+// introducer is the lowest-ordinal pod that answers: the one every other
+// node is met from.
+func (v shardedView) introducer() (PodState, *probe.ClusterView) {
+	for _, p := range v.pods {
+		if cv := v.views[p.Name]; cv != nil {
+			return p, cv
+		}
+	}
+	return PodState{}, nil
+}
+
+// planMeet has the introducer meet every node it does not know; gossip
+// tells the others.
+func planMeet(v shardedView) Action {
+	intro, iv := v.introducer()
+	if iv == nil {
+		return Action{Type: ActionWait, Reason: "no pod answers CLUSTER NODES yet"}
+	}
+	known := map[string]bool{}
+	for _, n := range iv.Nodes {
+		if !n.Handshake {
+			known[n.ID] = true
+		}
+	}
+	for _, p := range v.pods {
+		cv := v.views[p.Name]
+		if cv == nil || p.Name == intro.Name || known[cv.Myself.ID] {
+			continue
+		}
+		for _, n := range iv.Nodes {
+			if n.Handshake && n.IP == p.IP {
+				return Action{Type: ActionWait, Pod: p.Name, Reason: intro.Name + " is meeting " + p.Name}
+			}
+		}
+		return Action{Type: ActionClusterMeet, Pod: intro.Name, Master: p.Name, Reason: intro.Name + " does not know " + p.Name + "'s node"}
+	}
+	for _, p := range v.pods {
+		cv := v.views[p.Name]
+		if cv == nil {
+			continue
+		}
+		for _, q := range v.pods {
+			if qv := v.views[q.Name]; qv != nil && !knows(cv, qv.Myself.ID) {
+				return Action{Type: ActionWait, Pod: p.Name, Reason: fmt.Sprintf("gossip has not told %s of %s yet", p.Name, q.Name)}
+			}
+		}
+	}
+	return Action{Type: ActionNone}
+}
+
+func knows(cv *probe.ClusterView, id string) bool {
+	for _, n := range cv.Nodes {
+		if n.ID == id && !n.Handshake {
+			return true
+		}
+	}
+	return false
+}
+
+// shardMaster is the pod of shard i whose node serves slots, by its own
+// word; "" when none does.
+func (v shardedView) shardMaster(i int) (PodState, *probe.ClusterView) {
+	for _, p := range v.pods {
+		if cv := v.views[p.Name]; cv != nil && v.shardOf(p) == i && cv.Myself.Master && len(cv.Myself.Slots) > 0 {
+			return p, cv
+		}
+	}
+	return PodState{}, nil
+}
+
+// planSlots gives each shard the part of its even share no node serves:
+// all of it at bootstrap, the rest after an operator restarted halfway.
+// Slots some node serves are never taken from it here (that is a
+// migration).
+func planSlots(v shardedView) Action {
+	var owned slotSet
+	for _, cv := range v.views {
+		for _, n := range cv.Nodes {
+			owned.add(n.Slots...)
+		}
+	}
+	n := v.s.Sharded.Shards
+	for i := range n {
+		missing := owned.missing(EvenSlots(i, n))
+		if len(missing) == 0 {
+			continue
+		}
+		target, _ := v.shardMaster(i)
+		if target.Name == "" {
+			for _, p := range v.pods {
+				if cv := v.views[p.Name]; cv != nil && v.shardOf(p) == i && cv.Myself.Master && len(cv.Myself.Slots) == 0 {
+					target = p
+					break
+				}
+			}
+		}
+		if target.Name == "" {
+			return Action{Type: ActionWait, Reason: fmt.Sprintf("shard %d has slots no node serves and no master to give them to", i)}
+		}
+		return Action{Type: ActionClusterAddSlots, Pod: target.Name, Slots: missing, Reason: fmt.Sprintf("shard %d's slots %v are not served", i, SlotStrings(missing))}
+	}
+	return Action{Type: ActionNone}
+}
+
+// planReplicas makes every other pod of a shard a replica of the shard's
+// master.
+func planReplicas(v shardedView) Action {
+	for i := range v.s.Sharded.Shards {
+		master, mv := v.shardMaster(i)
+		if mv == nil {
+			continue
+		}
+		for _, p := range v.pods {
+			cv := v.views[p.Name]
+			if cv == nil || v.shardOf(p) != i || p.Name == master.Name || cv.Myself.MasterID == mv.Myself.ID {
+				continue
+			}
+			switch {
+			case cv.Myself.Master && len(cv.Myself.Slots) > 0:
+				return Action{Type: ActionWait, Pod: p.Name, Reason: fmt.Sprintf("%s and %s both serve slots of shard %d", master.Name, p.Name, i)}
+			case !knows(cv, mv.Myself.ID):
+				return Action{Type: ActionWait, Pod: p.Name, Reason: fmt.Sprintf("gossip has not told %s of %s yet", p.Name, master.Name)}
+			}
+			return Action{Type: ActionClusterReplicate, Pod: p.Name, Master: master.Name, Reason: fmt.Sprintf("%s is not a replica of its shard's master %s", p.Name, master.Name)}
+		}
+	}
+	return Action{Type: ActionNone}
+}
+
+// planCoverage waits until every node that answers says the cluster is ok
+// with every slot served.
+func planCoverage(v shardedView) Action {
+	if msg := v.coverage(); msg != "" {
+		return Action{Type: ActionWait, Reason: msg}
+	}
+	return Action{Type: ActionNone}
+}
+
+// coverage says why the cluster does not serve every slot; "" when it does.
+func (v shardedView) coverage() string {
+	if len(v.views) == 0 {
+		return "no node answers CLUSTER INFO"
+	}
+	for _, p := range v.pods {
+		if cv := v.views[p.Name]; cv != nil && (cv.State != "ok" || cv.SlotsAssigned != cachev1alpha1.SlotCount) {
+			return fmt.Sprintf("%s reports cluster_state:%s with %d of %d slots served", p.Name, cv.State, cv.SlotsAssigned, cachev1alpha1.SlotCount)
+		}
+	}
+	return ""
+}
+
+// ShardedHealth says why a sharded cluster does not serve every slot, for
+// the ShardsReady condition; "" when every node that answers reports
+// cluster_state:ok with all 16384 slots served. Empty for a replication
+// cluster.
+func ShardedHealth(s Snapshot) string {
+	if s.Sharded == nil {
+		return ""
+	}
+	return newShardedView(s).coverage()
+}
+
+// planShardLabels labels each pod by its role as its node reports it: the
+// Services select masters (any is a seed for a cluster-aware client) and
+// replicas. A master label goes first off a pod that is no master.
+func planShardLabels(v shardedView) Action {
+	role := func(p PodState) string {
+		cv := v.views[p.Name]
+		switch {
+		case cv == nil:
+			return ""
+		case cv.Myself.Master && len(cv.Myself.Slots) > 0:
+			return cachev1alpha1.RoleMaster
+		case cv.Myself.MasterID != "":
+			return cachev1alpha1.RoleReplica
+		}
+		return ""
+	}
+	for _, p := range v.pods {
+		if p.RoleLabel == cachev1alpha1.RoleMaster && role(p) != cachev1alpha1.RoleMaster {
+			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: p.Name + " serves no slots"}
+		}
+	}
+	for _, p := range v.pods {
+		switch want := role(p); {
+		case want == cachev1alpha1.RoleMaster && p.RoleLabel != want:
+			return Action{Type: ActionLabelMaster, Pod: p.Name}
+		case want == cachev1alpha1.RoleReplica && p.RoleLabel != want:
+			return Action{Type: ActionLabelReplica, Pod: p.Name}
+		}
+	}
+	return Action{Type: ActionNone}
+}
+
+// planShardStatus writes status.shards when the nodes report another
+// layout than it says.
+func planShardStatus(v shardedView) Action {
+	shards := v.Shards()
+	if reflect.DeepEqual(shards, v.s.Sharded.Recorded) {
+		return Action{Type: ActionNone}
+	}
+	return Action{Type: ActionRecordShards, Shards: shards, Reason: "the nodes report another layout than status.shards"}
+}
+
+// Shards is status.shards as the introducer's node reports the cluster:
+// each shard's master (the node of one of its pods that serves slots and
+// is not failed), its slots and the pods that replicate it.
+func (v shardedView) Shards() []cachev1alpha1.ShardStatus {
+	_, ref := v.introducer()
+	podOf := map[string]PodState{}
+	for _, p := range v.pods {
+		if cv := v.views[p.Name]; cv != nil {
+			podOf[cv.Myself.ID] = p
+		}
+	}
+	if ref != nil {
+		for _, n := range ref.Nodes {
+			if _, ok := podOf[n.ID]; ok || n.IP == "" {
+				continue
+			}
+			// A node that does not answer is known by its address.
+			for _, p := range v.pods {
+				if p.IP == n.IP {
+					podOf[n.ID] = p
+				}
+			}
+		}
+	}
+	out := make([]cachev1alpha1.ShardStatus, v.s.Sharded.Shards)
+	for i := range out {
+		out[i].Index = int32(i)
+	}
+	if ref == nil {
+		return out
+	}
+	masterOf := map[string]int{}
+	for _, n := range ref.Nodes {
+		p, ok := podOf[n.ID]
+		if !ok || !n.Master || n.Failed || len(n.Slots) == 0 || v.shardOf(p) >= len(out) {
+			continue
+		}
+		i := v.shardOf(p)
+		out[i].Master, out[i].Slots = p.Name, SlotStrings(n.Slots)
+		masterOf[n.ID] = i
+	}
+	for _, n := range ref.Nodes {
+		p, ok := podOf[n.ID]
+		if i, follows := masterOf[n.MasterID]; ok && follows && !n.Master {
+			out[i].Replicas = append(out[i].Replicas, p.Name)
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].Replicas)
+	}
+	return out
+}

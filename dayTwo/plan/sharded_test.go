@@ -1,0 +1,333 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
+)
+
+// redisCluster is a model of the nodes of a sharded cluster, just enough to
+// give each pod the view CLUSTER INFO and CLUSTER NODES would, and to play
+// the planner's steps out: a meet is known to every node at once (gossip
+// is instant here), slots and replication are as the last step set them.
+type redisCluster struct {
+	shards, perShard int
+	nodes            []*modelNode
+}
+
+type modelNode struct {
+	id, ip   string
+	met      bool // known to the introducer (and so, by gossip, to all)
+	master   bool
+	masterID string
+	slots    []probe.SlotRange
+	down     bool
+	label    string
+}
+
+func newRedisCluster(shards, perShard int) *redisCluster {
+	c := &redisCluster{shards: shards, perShard: perShard}
+	for o := range shards * perShard {
+		c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true, met: o == 0})
+	}
+	return c
+}
+
+func (c *redisCluster) name(o int) string { return fmt.Sprintf("c-%d", o) }
+
+func (c *redisCluster) byName(name string) *modelNode {
+	for o, n := range c.nodes {
+		if c.name(o) == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *redisCluster) line(n *modelNode) probe.ClusterNode {
+	return probe.ClusterNode{ID: n.id, IP: n.ip, Master: n.master, MasterID: n.masterID, Failed: n.down, Slots: n.slots}
+}
+
+// view is what node n would answer.
+func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
+	v := &probe.ClusterView{Myself: c.line(n)}
+	var served slotSet
+	failed := false
+	for _, m := range c.nodes {
+		if m != n && (!m.met || !n.met) {
+			continue
+		}
+		v.Nodes = append(v.Nodes, c.line(m))
+		served.add(m.slots...)
+		failed = failed || (m.down && len(m.slots) > 0)
+	}
+	v.KnownNodes = len(v.Nodes)
+	for i := range cachev1alpha1.SlotCount {
+		if served.has(i) {
+			v.SlotsAssigned++
+		}
+	}
+	v.State = "fail"
+	if v.SlotsAssigned == cachev1alpha1.SlotCount && !failed {
+		v.State = "ok"
+	}
+	return v
+}
+
+func (c *redisCluster) snapshot() Snapshot {
+	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard}}
+	for o, n := range c.nodes {
+		p := pod(c.name(o), n.ip, "master", "", n.label, 0, 0)
+		if n.down {
+			p = down(p, 0)
+		} else {
+			p.Obs.Cluster = c.view(n)
+		}
+		s.Pods = append(s.Pods, p)
+	}
+	return s
+}
+
+// apply plays a step out as Redis (and the status writer) would.
+func (c *redisCluster) apply(t *testing.T, s *Snapshot, a Action) {
+	t.Helper()
+	switch a.Type {
+	case ActionClusterMeet:
+		c.byName(a.Master).met = true
+	case ActionClusterAddSlots:
+		n := c.byName(a.Pod)
+		n.slots = append(n.slots, a.Slots...)
+	case ActionClusterReplicate:
+		n := c.byName(a.Pod)
+		if len(n.slots) > 0 {
+			t.Fatalf("%s: CLUSTER REPLICATE on a node that serves slots", a)
+		}
+		n.master, n.masterID = false, c.byName(a.Master).id
+	case ActionLabelMaster:
+		c.byName(a.Pod).label = cachev1alpha1.RoleMaster
+	case ActionLabelReplica:
+		c.byName(a.Pod).label = cachev1alpha1.RoleReplica
+	case ActionUnlabel:
+		c.byName(a.Pod).label = ""
+	case ActionRecordShards:
+		s.Sharded.Recorded = a.Shards
+	case ActionApprove:
+		s.Approved = a.Values
+	default:
+		t.Fatalf("unexpected step %s", a)
+	}
+}
+
+// run plans and plays steps until the planner has nothing to do, and
+// returns the steps; at every intermediate state it also plans afresh, as
+// an operator restarted there would, and must choose the same step.
+func (c *redisCluster) run(t *testing.T, s Snapshot) ([]Action, Snapshot) {
+	t.Helper()
+	var steps []Action
+	for range 100 {
+		fresh := c.snapshot()
+		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec = s.Sharded.Recorded, s.Approved, s.Spec
+		a := Next(fresh)
+		if a.Type == ActionNone || a.Type == ActionWait {
+			return append(steps, a), fresh
+		}
+		steps = append(steps, a)
+		c.apply(t, &fresh, a)
+		s = fresh
+	}
+	t.Fatal("the planner did not settle in 100 steps")
+	return nil, s
+}
+
+func stepTypes(steps []Action) []ActionType {
+	out := make([]ActionType, 0, len(steps))
+	for _, a := range steps {
+		out = append(out, a.Type)
+	}
+	return out
+}
+
+// A fresh cluster of 3 shards × 2 pods is formed in the order the nodes
+// need: meet, slots, replicas, labels, status; then spec is approved.
+func TestShardedBootstrap(t *testing.T) {
+	g := NewWithT(t)
+	c := newRedisCluster(3, 2)
+	steps, end := c.run(t, c.snapshot())
+	g.Expect(stepTypes(steps)).To(Equal([]ActionType{
+		ActionClusterMeet, ActionClusterMeet, ActionClusterMeet, ActionClusterMeet, ActionClusterMeet,
+		ActionClusterAddSlots, ActionClusterAddSlots, ActionClusterAddSlots,
+		ActionClusterReplicate, ActionClusterReplicate, ActionClusterReplicate,
+		ActionLabelMaster, ActionLabelReplica, ActionLabelMaster, ActionLabelReplica, ActionLabelMaster, ActionLabelReplica,
+		ActionRecordShards, ActionApprove, ActionNone,
+	}))
+	g.Expect(steps[5]).To(HaveField("Pod", "c-0"))
+	g.Expect(steps[5].Slots).To(Equal([]probe.SlotRange{rng(0, 5461)}))
+	g.Expect(steps[7]).To(HaveField("Pod", "c-4"))
+	g.Expect(steps[8]).To(And(HaveField("Pod", "c-1"), HaveField("Master", "c-0")))
+	g.Expect(end.Sharded.Recorded).To(Equal([]cachev1alpha1.ShardStatus{
+		{Index: 0, Slots: []string{"0-5461"}, Master: "c-0", Replicas: []string{"c-1"}},
+		{Index: 1, Slots: []string{"5462-10922"}, Master: "c-2", Replicas: []string{"c-3"}},
+		{Index: 2, Slots: []string{"10923-16383"}, Master: "c-4", Replicas: []string{"c-5"}},
+	}))
+	g.Expect(ShardedHealth(end)).To(BeEmpty())
+}
+
+func TestShardedPlan(t *testing.T) {
+	formed := func() *redisCluster {
+		c := newRedisCluster(3, 2)
+		c.run(t, c.snapshot())
+		return c
+	}
+	tests := []struct {
+		name  string
+		given func() *redisCluster
+		want  Action
+		// wantHealth is a part of ShardedHealth's answer; "" for none.
+		wantHealth string
+	}{
+		{
+			name: "bootstrap waits for every pod of the layout",
+			given: func() *redisCluster {
+				c := newRedisCluster(3, 2)
+				c.nodes[5].down = true
+				return c
+			},
+			want:       Action{Type: ActionWait, Pod: "c-5"},
+			wantHealth: "cluster_state:fail with 0 of 16384 slots served",
+		},
+		{
+			name: "an operator restarted after part of a shard's slots were given gives the rest",
+			given: func() *redisCluster {
+				c := newRedisCluster(3, 2)
+				for _, n := range c.nodes {
+					n.met = true
+				}
+				c.nodes[0].slots = []probe.SlotRange{rng(0, 5461)}
+				c.nodes[2].slots = []probe.SlotRange{rng(5462, 8000)}
+				return c
+			},
+			want:       Action{Type: ActionClusterAddSlots, Pod: "c-2", Slots: []probe.SlotRange{rng(8001, 10922)}},
+			wantHealth: "with 8001 of 16384 slots served",
+		},
+		{
+			name: "a shard whose replica was already attached gives the slots to the master",
+			given: func() *redisCluster {
+				c := newRedisCluster(3, 2)
+				for _, n := range c.nodes {
+					n.met = true
+				}
+				c.nodes[1].master, c.nodes[1].masterID = false, c.nodes[0].id
+				return c
+			},
+			want: Action{Type: ActionClusterAddSlots, Pod: "c-0", Slots: []probe.SlotRange{rng(0, 5461)}},
+		},
+		{
+			name: "two nodes of a shard serving slots is left to a person",
+			given: func() *redisCluster {
+				c := newRedisCluster(3, 2)
+				for _, n := range c.nodes {
+					n.met = true
+				}
+				for i := range 3 {
+					c.nodes[2*i].slots = []probe.SlotRange{EvenSlots(i, 3)}
+				}
+				c.nodes[1].slots = []probe.SlotRange{rng(0, 0)}
+				c.nodes[0].slots = []probe.SlotRange{rng(1, 5461)}
+				return c
+			},
+			want: Action{Type: ActionWait, Pod: "c-1"},
+		},
+		{
+			name: "a formed cluster whose master died waits for its shard's election",
+			given: func() *redisCluster {
+				c := formed()
+				c.nodes[2].down = true
+				return c
+			},
+			want:       Action{Type: ActionWait},
+			wantHealth: "cluster_state:fail with 16384 of 16384 slots served",
+		},
+		{
+			name: "after the election the dead master's label goes first, then the new master is labelled",
+			given: func() *redisCluster {
+				c := formed()
+				c.nodes[2].down = true
+				c.nodes[3].master, c.nodes[3].masterID, c.nodes[3].slots = true, "", c.nodes[2].slots
+				c.nodes[2].slots = nil
+				return c
+			},
+			want: Action{Type: ActionUnlabel, Pod: "c-2"},
+		},
+		{
+			name: "the old master back as a replica of the new one is labelled replica",
+			given: func() *redisCluster {
+				c := formed()
+				c.nodes[3].master, c.nodes[3].masterID, c.nodes[3].slots = true, "", c.nodes[2].slots
+				c.nodes[3].label = cachev1alpha1.RoleMaster
+				c.nodes[2].master, c.nodes[2].masterID, c.nodes[2].slots, c.nodes[2].label = false, c.nodes[3].id, nil, ""
+				return c
+			},
+			want: Action{Type: ActionLabelReplica, Pod: "c-2"},
+		},
+		{
+			name: "a recreated pod with a new node is met and made a replica of its shard's master",
+			given: func() *redisCluster {
+				c := formed()
+				c.nodes[5] = &modelNode{id: fmt.Sprintf("%040d", 99), ip: "10.1.0.99", master: true}
+				return c
+			},
+			want: Action{Type: ActionClusterMeet, Pod: "c-0", Master: "c-5"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := tt.given()
+			s := c.snapshot()
+			got := Next(s)
+			g.Expect(got.Type).To(Equal(tt.want.Type), "%s", got)
+			if tt.want.Pod != "" {
+				g.Expect(got.Pod).To(Equal(tt.want.Pod), "%s", got)
+			}
+			if tt.want.Master != "" {
+				g.Expect(got.Master).To(Equal(tt.want.Master), "%s", got)
+			}
+			if tt.want.Slots != nil {
+				g.Expect(got.Slots).To(Equal(tt.want.Slots))
+			}
+			if tt.wantHealth == "" {
+				return
+			}
+			g.Expect(ShardedHealth(s)).To(ContainSubstring(tt.wantHealth))
+		})
+	}
+}
+
+// After a failover every step the planner takes leads to a settled
+// cluster whose status names the new master.
+func TestShardedAfterFailoverSettles(t *testing.T) {
+	g := NewWithT(t)
+	c := newRedisCluster(3, 2)
+	_, s := c.run(t, c.snapshot())
+	c.nodes[3].master, c.nodes[3].masterID, c.nodes[3].slots = true, "", c.nodes[2].slots
+	c.nodes[2].master, c.nodes[2].masterID, c.nodes[2].slots = false, c.nodes[3].id, nil
+	steps, end := c.run(t, s)
+	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionUnlabel, ActionLabelReplica, ActionLabelMaster, ActionRecordShards, ActionNone}))
+	g.Expect(end.Sharded.Recorded[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "c-3", Replicas: []string{"c-2"}}))
+}
+
+// A spec change of a sharded cluster is not rolled out yet: the planner
+// says so instead of running a replication-mode operation.
+func TestShardedSpecChangeWaits(t *testing.T) {
+	g := NewWithT(t)
+	c := newRedisCluster(3, 2)
+	_, s := c.run(t, c.snapshot())
+	s.Spec.Version = "7.2.0"
+	a := Next(s)
+	g.Expect(a.Type).To(Equal(ActionWait))
+	g.Expect(a.Reason).To(ContainSubstring("not rolled out yet"))
+}

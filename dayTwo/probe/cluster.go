@@ -1,0 +1,181 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterView is what one node of a sharded cluster says about the cluster
+// (CLUSTER INFO and CLUSTER NODES): the truth the sharded planner works
+// from, never what the operator remembers.
+type ClusterView struct {
+	// State is cluster_state: ok or fail.
+	State string
+	// SlotsAssigned is cluster_slots_assigned: slots some master serves in
+	// this node's view.
+	SlotsAssigned int
+	// KnownNodes is cluster_known_nodes.
+	KnownNodes int
+	// Myself is this node's own line.
+	Myself ClusterNode
+	// Nodes are every node this one knows, itself included, by ID.
+	Nodes []ClusterNode
+}
+
+// ClusterNode is one line of CLUSTER NODES.
+type ClusterNode struct {
+	ID string
+	// IP is the address the node announces (cluster-announce-ip: its pod
+	// IP); empty while it has none (noaddr).
+	IP string
+	// Master is true for a master, false for a replica.
+	Master bool
+	// MasterID is the node a replica follows; empty for a master.
+	MasterID string
+	// Failed: the node is flagged fail (the majority agreed it is down)
+	// or pfail (this node cannot reach it).
+	Failed bool
+	// Handshake: a node being met, not yet known by its ID.
+	Handshake bool
+	// Slots are the slot ranges the node serves, inclusive, sorted.
+	Slots []SlotRange
+	// Migrating or importing slots are marked on the line ("[5460->-id]");
+	// Moving counts them.
+	Moving int
+}
+
+// SlotRange is the slots from Start to End, both included.
+type SlotRange struct{ Start, End int }
+
+func (r SlotRange) String() string {
+	if r.Start == r.End {
+		return strconv.Itoa(r.Start)
+	}
+	return fmt.Sprintf("%d-%d", r.Start, r.End)
+}
+
+// Len is the number of slots in the range.
+func (r SlotRange) Len() int { return r.End - r.Start + 1 }
+
+// signature is the view without what changes on every gossip (ping and
+// pong times, epochs): it changes only when the topology does.
+func (v *ClusterView) signature() string {
+	if v == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d %d;", v.State, v.SlotsAssigned, v.KnownNodes)
+	for _, n := range v.Nodes {
+		fmt.Fprintf(&b, "%s %s %t %s %t %t %v %d;", n.ID, n.IP, n.Master, n.MasterID, n.Failed, n.Handshake, n.Slots, n.Moving)
+	}
+	return b.String()
+}
+
+// probeCluster reads CLUSTER INFO and CLUSTER NODES.
+func probeCluster(ctx context.Context, c *redis.Client) (*ClusterView, error) {
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER INFO: %w", err)
+	}
+	nodes, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
+	}
+	return ParseClusterView(info, nodes)
+}
+
+// ParseClusterView reads the answers of CLUSTER INFO and CLUSTER NODES.
+func ParseClusterView(info, nodes string) (*ClusterView, error) {
+	v := &ClusterView{}
+	for _, line := range strings.Split(info, "\n") {
+		k, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "cluster_state":
+			v.State = val
+		case "cluster_slots_assigned":
+			v.SlotsAssigned, _ = strconv.Atoi(val)
+		case "cluster_known_nodes":
+			v.KnownNodes, _ = strconv.Atoi(val)
+		}
+	}
+	found := false
+	for _, line := range strings.Split(nodes, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		n, myself, err := parseNodeLine(line)
+		if err != nil {
+			return nil, err
+		}
+		if myself {
+			v.Myself, found = n, true
+		}
+		v.Nodes = append(v.Nodes, n)
+	}
+	if !found {
+		return nil, fmt.Errorf("CLUSTER NODES has no line flagged myself")
+	}
+	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
+	return v, nil
+}
+
+// parseNodeLine reads "<id> <ip:port@cport> <flags> <master> <ping> <pong>
+// <epoch> <link> <slot>...".
+func parseNodeLine(line string) (ClusterNode, bool, error) {
+	f := strings.Fields(line)
+	if len(f) < 8 {
+		return ClusterNode{}, false, fmt.Errorf("CLUSTER NODES line %q has %d fields, want at least 8", line, len(f))
+	}
+	n := ClusterNode{ID: f[0]}
+	addr, _, _ := strings.Cut(f[1], "@")
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		n.IP = strings.Trim(addr[:i], "[]")
+	}
+	myself := false
+	for _, flag := range strings.Split(f[2], ",") {
+		switch flag {
+		case "myself":
+			myself = true
+		case "master":
+			n.Master = true
+		case "fail", "fail?":
+			n.Failed = true
+		case "handshake":
+			n.Handshake = true
+		case "noaddr":
+			n.IP = ""
+		}
+	}
+	if f[3] != "-" {
+		n.MasterID = f[3]
+	}
+	for _, s := range f[8:] {
+		if strings.HasPrefix(s, "[") {
+			n.Moving++
+			continue
+		}
+		a, b, isRange := strings.Cut(s, "-")
+		start, err := strconv.Atoi(a)
+		if err != nil {
+			return ClusterNode{}, false, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
+		}
+		end := start
+		if isRange {
+			if end, err = strconv.Atoi(b); err != nil {
+				return ClusterNode{}, false, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
+			}
+		}
+		n.Slots = append(n.Slots, SlotRange{start, end})
+	}
+	sort.Slice(n.Slots, func(i, j int) bool { return n.Slots[i].Start < n.Slots[j].Start })
+	return n, myself, nil
+}

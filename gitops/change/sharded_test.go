@@ -1,0 +1,79 @@
+package change
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+const shardedCluster = `apiVersion: cache.cacheops.io/v1alpha1
+kind: CacheCluster
+metadata:
+  name: carts
+  namespace: prod
+spec:
+  version: "7.0.15"
+  mode: sharded
+  shards: 3
+`
+
+// `kubectl cache plan` of a sharded cluster says what day-two does with
+// it, never a replication-mode plan: a new cluster is formed, a changed
+// layout is refused at admission, a change of what the pods run is held.
+func TestPredictShardedClusters(t *testing.T) {
+	dir := t.TempDir()
+	empty := writeFile(t, dir, "empty.yaml", "")
+	base := writeFile(t, dir, "base.yaml", shardedCluster)
+	plain := writeFile(t, dir, "plain.yaml", baseCluster)
+	tests := []struct {
+		name, base, head string
+		check            func(Gomega, ClusterPlan)
+	}{
+		{
+			name: "created", base: empty, head: shardedCluster,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Description).To(HavePrefix("a new sharded cluster of 3 shards × 2 pods (6 pods), version 7.0.15"))
+			},
+		},
+		{
+			name: "more shards", base: base, head: strings.Replace(shardedCluster, "shards: 3", "shards: 4", 1),
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(ContainSubstring("shards 3→4: rejected at admission, resharding is not supported yet")))
+				g.Expect(p.Operations).To(BeEmpty())
+			},
+		},
+		{
+			name: "more replicas per shard", base: base, head: shardedCluster + "  replicasPerShard: 2\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(ContainSubstring("replicasPerShard 1→2: rejected at admission")))
+			},
+		},
+		{
+			name: "replication to sharded", base: plain, head: strings.Replace(baseCluster, "replicas: 5", "mode: sharded\n  shards: 3", 1),
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(ContainSubstring("mode: rejected at admission, it is immutable")))
+			},
+		},
+		{
+			name: "a version bump is held, no replication-mode upgrade", base: base, head: strings.Replace(shardedCluster, `"7.0.15"`, `"7.2.4"`, 1),
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Held"))
+				g.Expect(p.Operations[0].Description).To(ContainSubstring("not rolled out yet"))
+				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
+				g.Expect(p.Operations[0].Switchovers).To(BeEmpty())
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			head := writeFile(t, t.TempDir(), "head.yaml", tt.head)
+			plans := predictFiles(g, tt.base, head, "")
+			g.Expect(plans).To(HaveLen(1))
+			tt.check(g, plans[0])
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package renderer
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// A sharded cluster runs every pod in cluster mode with the layout's pod
+// count; the failure detector's timeout follows probeTimeoutSeconds and
+// the replicas elect a new master only when automatic failover is on. A
+// replication cluster renders none of it.
+func TestRenderSharded(t *testing.T) {
+	render := func(cc *cachev1alpha1.CacheCluster) (conf, sts string, policy string) {
+		t.Helper()
+		g := NewWithT(t)
+		objs, err := Render(cc, DefaultCapabilities())
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ConfigMap":
+				if o.GetName() == cc.Name+"-config" {
+					conf, _, _ = unstructured.NestedString(o.Object, "data", "redis.conf")
+				}
+			case "StatefulSet":
+				if o.GetName() == cc.Name {
+					sts = yamlOf(t, o)
+				}
+			case "NetworkPolicy":
+				policy = yamlOf(t, o)
+			}
+		}
+		return conf, sts, policy
+	}
+	tests := []struct {
+		name         string
+		mutate       func(*cachev1alpha1.CacheCluster)
+		wantConf     []string
+		wantReplicas string
+	}{
+		{"defaults", func(*cachev1alpha1.CacheCluster) {},
+			[]string{"\ncluster-enabled yes\n", "\ncluster-config-file /data/nodes.conf\n", "\ncluster-node-timeout 5000\n", "\ncluster-replica-no-failover no\n"}, "replicas: 6\n"},
+		{"two replicas per shard, a short probe timeout", func(cc *cachev1alpha1.CacheCluster) {
+			cc.Spec.Shards, cc.Spec.ReplicasPerShard = ptr.To[int32](4), ptr.To[int32](2)
+			cc.Spec.HighAvailability.ProbeTimeoutSeconds = 2
+		}, []string{"\ncluster-node-timeout 2000\n"}, "replicas: 12\n"},
+		{"no automatic failover", func(cc *cachev1alpha1.CacheCluster) {
+			cc.Spec.HighAvailability.AutoFailover = ptr.To(false)
+		}, []string{"\ncluster-replica-no-failover yes\n"}, "replicas: 6\n"},
+		{"no replicas", func(cc *cachev1alpha1.CacheCluster) {
+			cc.Spec.ReplicasPerShard = ptr.To[int32](0)
+		}, []string{"\ncluster-enabled yes\n"}, "replicas: 3\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			cc := loadExamples(t)["sharded"].DeepCopy()
+			tt.mutate(cc)
+			conf, sts, policy := render(cc)
+			for _, want := range tt.wantConf {
+				g.Expect(conf).To(ContainSubstring(want))
+			}
+			g.Expect(sts).To(ContainSubstring(tt.wantReplicas))
+			g.Expect(sts).To(ContainSubstring("- --cluster-announce-ip\n        - $(POD_IP)\n"))
+			g.Expect(sts).To(ContainSubstring("containerPort: 16379"))
+			g.Expect(policy).To(ContainSubstring("port: 16379"))
+		})
+	}
+
+	g := NewWithT(t)
+	conf, sts, policy := render(loadExamples(t)["basic"])
+	g.Expect(conf).NotTo(ContainSubstring("cluster-"))
+	g.Expect(sts).NotTo(ContainSubstring("cluster-announce-ip"))
+	g.Expect(sts).NotTo(ContainSubstring("16379"))
+	g.Expect(policy).NotTo(ContainSubstring("16379"))
+}
