@@ -17,15 +17,29 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.enabled) || !self.backup.enabled || (has(self.backup.schedule) && size(self.backup.schedule) > 0)",message="backup.schedule is required when backup.enabled is true"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !self.config['maxmemory'].matches('^[0-9]{1,15}([kKmMgG][bB]?|[bB])?$') || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !string(self.resources.limits['memory']).matches('^[0-9]{1,18}([.][0-9]{1,9})?([KMGTPE]i|[numkMGTPE])?$') || double(self.config['maxmemory'].find('^[0-9]+')) * (self.config['maxmemory'].lowerAscii().endsWith('gb') ? 1073741824.0 : self.config['maxmemory'].lowerAscii().endsWith('mb') ? 1048576.0 : self.config['maxmemory'].lowerAscii().endsWith('kb') ? 1024.0 : self.config['maxmemory'].lowerAscii().endsWith('g') ? 1e9 : self.config['maxmemory'].lowerAscii().endsWith('m') ? 1e6 : self.config['maxmemory'].lowerAscii().endsWith('k') ? 1e3 : 1.0) <= 0.75 * quantity(string(self.resources.limits['memory'])).asApproximateFloat()",messageExpression="'config maxmemory ' + self.config['maxmemory'] + ' does not fit in resources.limits.memory ' + string(self.resources.limits['memory']) + ': Redis needs a quarter of the limit for buffers and the copy-on-write pages of a background save, so maxmemory may be at most 75% of the limit'"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is immutable: it applies only when a cluster is created; create a new CacheCluster to restore another backup"
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version in ['redis 6.2.14', 'redis 7.0.15', 'valkey 8.0.1']",messageExpression="'engine ' + (has(self.engine) ? self.engine : 'redis') + ' version ' + self.version + ' is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)'"
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version != 'redis 6.2.14' || !has(self.config) || self.config.all(k, !(k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas']))",messageExpression="'redis 6.2.14 has no parameter ' + self.config.filter(k, k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas'])[0] + '; remove it from spec.config or choose a newer version'"
 type CacheClusterSpec struct {
-	// Version is the Redis version to run, e.g. "7.0.15". It selects the
-	// image redis:<version> unless image is set.
+	// Engine is the server: redis (the default) or valkey. With version it
+	// selects a row of the supported engine versions (docs/engines.md):
+	// the image (redis:<version> or valkey/valkey:<version>), the
+	// configuration dialect and the RDB format. Changing it is a rolling
+	// migration ordered by what can replicate from what.
+	// +optional
+	// +kubebuilder:default=redis
+	Engine Engine `json:"engine,omitempty"`
+
+	// Version is the engine version to run, e.g. "7.0.15" for redis or
+	// "8.0.1" for valkey. It selects the image unless image is set.
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:MaxLength=32
 	Version string `json:"version"`
 
-	// Image overrides the container image. It must be a Redis-compatible
-	// server that accepts the same command line as redis-server.
+	// Image overrides the container image. It must hold the engine's
+	// programs (redis-server and redis-cli, or valkey-server and
+	// valkey-cli) at the version named by version: the configuration
+	// dialect and the upgrade order follow engine and version, not the
+	// image.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -508,7 +522,10 @@ type Recommendation struct {
 type RolloutValues struct {
 	// Replicas is the StatefulSet's pod count.
 	Replicas int32 `json:"replicas"`
-	// Version is the Redis version.
+	// Engine is the server (redis when empty).
+	// +optional
+	Engine Engine `json:"engine,omitempty"`
+	// Version is the engine version.
 	Version string `json:"version"`
 	// Image overrides the image derived from Version.
 	// +optional
