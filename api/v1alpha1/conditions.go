@@ -106,6 +106,10 @@ const (
 	// ReasonRestoreSourceNotReady: spec.restore names a CacheBackup that
 	// does not exist or has not completed.
 	ReasonRestoreSourceNotReady = "RestoreSourceNotReady"
+	// ReasonRestoreIncompatible: spec.restore names a dump of an RDB
+	// version newer than the cluster's engine version reads; no pod is
+	// made.
+	ReasonRestoreIncompatible = "RestoreIncompatible"
 	// ReasonRestoreVerified: the restored key count matches the metadata.
 	ReasonRestoreVerified = "RestoreVerified"
 	// ReasonRestoreMismatch: the restored key count does not match.
