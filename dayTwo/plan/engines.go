@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -61,12 +62,20 @@ func pastNoReturn(op *cachev1alpha1.OperationStatus, masterOutdated bool) bool {
 	return op.Previous != nil && op.Target != nil && oneWay(*op.Previous, *op.Target) && !masterOutdated
 }
 
-// noReturnReason is what the upgrade waits with when a pod fails after the
-// master moved to the new version.
-func noReturnReason(op *cachev1alpha1.OperationStatus, why string) string {
-	return fmt.Sprintf("%s; no rollback: the master runs %s (RDB version %d), which %s cannot replicate from. "+
+// noReturn is what the upgrade does when pod fails after the master moved
+// to a newer RDB format: it waits for the pod, and says so once in the
+// operation's reason (status.operation.reason, which kubectl cache status
+// and the Reconciling condition show), not only in a log line.
+func noReturn(op *cachev1alpha1.OperationStatus, pod, why string) Action {
+	msg := fmt.Sprintf("%s; no rollback: the master runs %s (RDB version %d), which %s cannot replicate from. "+
 		"The upgrade waits for the pod; fix what keeps it from starting, or restore a backup into a new cluster",
 		why, engineName(*op.Target), rdbOf(*op.Target), engineName(*op.Previous))
+	if strings.Contains(op.Reason, msg) {
+		return Action{Type: ActionWait, Pod: pod, Reason: msg}
+	}
+	next := op.DeepCopy()
+	next.Reason = op.Reason + " — " + msg
+	return Action{Type: ActionNextStep, Pod: pod, Operation: next, Reason: msg}
 }
 
 // describeNoReturn says, in an upgrade's description, from which step on

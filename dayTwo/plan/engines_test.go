@@ -20,6 +20,14 @@ func onValkey(n, m int) Snapshot {
 	return s
 }
 
+// pastTheSwitchover: a migration in which c-1 took over; c-0, the old
+// master, restarted on valkey and is not ready past the deadline.
+func pastTheSwitchover() Snapshot {
+	s := setPod(upgrading(cluster(3, 1), "c-0", "c-1", "c-2"), "c-0", func(p *PodState) { p.Ready = false })
+	s.Operation.StepStartedAt = timeRef(now.Add(-2 * time.Minute))
+	return s
+}
+
 // Engine and version changes are ordered by the RDB format each version
 // reads (engines.go).
 func TestPlanEngineChanges(t *testing.T) {
@@ -87,17 +95,22 @@ func TestPlanEngineChanges(t *testing.T) {
 			given: upgrading(cluster(3, 0), "c-2"),
 		},
 		{
-			name: "migration: once the master runs valkey, a pod that does not come back is waited for, never rolled back", want: ActionWait, pod: "c-0",
+			name: "migration: once the master runs valkey, a pod that does not come back is not rolled back; the operation says why", want: ActionNextStep, pod: "c-0",
+			given: pastTheSwitchover(),
+			check: func(g Gomega, a Action) {
+				g.Expect(a.Operation.Step).To(Equal(cachev1alpha1.StepRestart))
+				g.Expect(a.Operation.Reason).To(HavePrefix("engine redis 7.0.15→valkey 8.0.1: rolling restart — c-0 did not become ready and in sync within 1m0s"))
+				g.Expect(a.Operation.Reason).To(ContainSubstring("no rollback: the master runs valkey 8.0.1 (RDB version 11), which redis 7.0.15 cannot replicate from"))
+			},
+		},
+		{
+			name: "migration: then it waits for the pod", want: ActionWait, pod: "c-0",
 			given: func() Snapshot {
-				// c-1 took over; c-0, the old master, restarted on valkey
-				// and is not ready past the deadline.
-				s := setPod(upgrading(cluster(3, 1), "c-0", "c-1", "c-2"), "c-0", func(p *PodState) { p.Ready = false })
-				s.Operation.StepStartedAt = timeRef(now.Add(-2 * time.Minute))
+				s := pastTheSwitchover()
+				s.Operation = Next(s).Operation
 				return s
 			}(),
-			check: func(g Gomega, a Action) {
-				g.Expect(a.Reason).To(ContainSubstring("no rollback: the master runs valkey 8.0.1 (RDB version 11), which redis 7.0.15 cannot replicate from"))
-			},
+			check: func(g Gomega, a Action) { g.Expect(a.Reason).To(ContainSubstring("no rollback")) },
 		},
 		{
 			name: "a same-format change still rolls back after the switchover", want: ActionRollback, pod: "c-0",

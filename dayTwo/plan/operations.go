@@ -208,7 +208,7 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 		}
 		if stepExpired(s) {
 			if !rollingBack && pastNoReturn(op, outdated(master)) {
-				return Action{Type: ActionWait, Pod: name, Reason: noReturnReason(op, fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template", name, s.StepDeadline))}
+				return noReturn(op, name, fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template", name, s.StepDeadline))
 			}
 			if !rollingBack && op.Previous != nil {
 				reason := fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template (%s)", name, s.StepDeadline, op.Reason)
