@@ -271,6 +271,7 @@ func (r *Reconciler) backupCompleted(ctx context.Context, att *attempt, res back
 		b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
 		b.Status.BytesReceived, b.Status.LastProgressTime = res.Size, &t
 		b.Status.RedisVersion, b.Status.ReplicationOffset = res.Header.RedisVersion, res.Header.ReplicationOffset
+		b.Status.RDBVersion = int32(res.Header.RDBVersion)
 		b.Status.Keys, b.Status.ExpiringKeys = res.Header.Keys, res.Header.ExpiringKeys
 	}); uerr != nil {
 		if !errors.Is(uerr, errSuperseded) {

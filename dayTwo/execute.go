@@ -40,6 +40,7 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionPrecheckStart:          (*Reconciler).precheckStart,
 	plan.ActionPrecheckPass:           (*Reconciler).precheckPass,
 	plan.ActionPrecheckFail:           (*Reconciler).precheckFail,
+	plan.ActionRefuseChange:           (*Reconciler).refuseChange,
 
 	plan.ActionRunBackup:       (*Reconciler).runBackup,
 	plan.ActionReportDataLoss:  (*Reconciler).reportDataLoss,

@@ -157,6 +157,18 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, a plan.Action) er
 	return nil
 }
 
+// refuseChange records a change of spec the planner refused (a downgrade
+// past the master's RDB format): day-one reports it as Stalled until spec
+// changes; no pod is touched.
+func (r *Reconciler) refuseChange(ctx context.Context, s *scope, a plan.Action) error {
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
+		block(st, *a.Values, cachev1alpha1.ReasonDowngradeRefused, a.Reason)
+	})
+	ctrl.LoggerFrom(ctx).Info("Change refused", "reason", a.Reason)
+	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventChangeRefused, "Refuse", "%s", a.Reason)
+	return nil
+}
+
 // rollback approves the previous values again and records the rollback.
 func (r *Reconciler) rollback(ctx context.Context, s *scope, a plan.Action) error {
 	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {

@@ -156,7 +156,7 @@ func (r *Reconciler) deletePrecheck(ctx context.Context, cc *cachev1alpha1.Cache
 func templateKeyOf(t *corev1.PodTemplateSpec) string {
 	for _, c := range t.Spec.Containers {
 		if c.Name == "redis" {
-			return renderer.TemplateKeyOf(c.Image, t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
+			return renderer.TemplateKeyOf(c.Image, t.Annotations[cachev1alpha1.AnnotationEngine], t.Annotations[cachev1alpha1.AnnotationVersion], t.Annotations[cachev1alpha1.AnnotationRestartConfig], c.Resources)
 		}
 	}
 	return ""

@@ -21,7 +21,7 @@ func TestRenderPrecheck(t *testing.T) {
 	cc := loadExamples(t)["basic"]
 	cc.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: SpecValues(cc)}
 	target := SpecValues(cc)
-	target.Version = "7.2.5"
+	target.Engine, target.Version = cachev1alpha1.EngineValkey, "8.0.1"
 	target.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory-policy": "allkeys-lfu"}
 
 	podU, cmU, err := RenderPrecheck(cc, target)
@@ -81,7 +81,7 @@ func TestRenderPrecheck(t *testing.T) {
 
 	// The pod template, run once, on empty folders, reading its own
 	// ConfigMap: nothing else differs.
-	g.Expect(pod.Spec.Containers[0].Image).To(Equal("redis:7.2.5"))
+	g.Expect(pod.Spec.Containers[0].Image).To(Equal("valkey/valkey:8.0.1"))
 	g.Expect(pod.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
 	g.Expect(sts.Spec.VolumeClaimTemplates).NotTo(BeEmpty())
 	expected := sts.Spec.Template.Spec.DeepCopy()

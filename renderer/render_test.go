@@ -289,13 +289,14 @@ func TestValuesDefaultsMatchTheCRD(t *testing.T) {
 	g := NewWithT(t)
 	cc := &cachev1alpha1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "x"},
-		Spec:       cachev1alpha1.CacheClusterSpec{Version: "7.2.4"},
+		Spec:       cachev1alpha1.CacheClusterSpec{Version: "7.0.15"},
 	}
 	v, err := Values(cc)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v["namespace"]).To(Equal("default"))
 	g.Expect(v["replicas"]).To(Equal(int64(3)))
-	g.Expect(v["image"]).To(Equal("redis:7.2.4"))
+	g.Expect(v["engine"]).To(Equal("redis"))
+	g.Expect(v["image"]).To(Equal("redis:7.0.15"))
 	g.Expect(v["storage"]).To(HaveKeyWithValue("size", "1Gi"))
 	g.Expect(v["probeTimeoutSeconds"]).To(Equal(int64(5)))
 	g.Expect(v["auth"]).To(Equal(map[string]any{"secretName": "x-auth", "secretKey": "password", "generated": true}))

@@ -28,7 +28,7 @@ var restartOnly = map[string]bool{
 // SpecValues are the rollout values spec asks for.
 func SpecValues(cc *cachev1alpha1.CacheCluster) cachev1alpha1.RolloutValues {
 	v := cachev1alpha1.RolloutValues{
-		Replicas: cc.DesiredReplicas(), Version: cc.Spec.Version, Image: cc.Spec.Image,
+		Replicas: cc.DesiredReplicas(), Engine: cachev1alpha1.EngineOrDefault(cc.Spec.Engine), Version: cc.Spec.Version, Image: cc.Spec.Image,
 		Resources: *cc.Spec.Resources.DeepCopy(),
 	}
 	if len(cc.Spec.Config) > 0 {
@@ -49,12 +49,17 @@ func Approved(cc *cachev1alpha1.CacheCluster) cachev1alpha1.RolloutValues {
 	return SpecValues(cc)
 }
 
-// ImageOf is the image a set of rollout values runs.
+// ImageOf is the image a set of rollout values runs: spec.image, or the
+// engine's repository and the version (redis:7.0.15, valkey/valkey:8.0.1).
 func ImageOf(v cachev1alpha1.RolloutValues) string {
 	if v.Image != "" {
 		return v.Image
 	}
-	return ImageRepository + ":" + v.Version
+	repo := ImageRepository
+	if ev, ok := cachev1alpha1.LookupEngineVersion(v.Engine, v.Version); ok {
+		repo = ev.Repository
+	}
+	return repo + ":" + v.Version
 }
 
 // RestartConfigHash hashes the parameters that only take effect at a
@@ -82,16 +87,16 @@ func RestartConfigHash(config map[string]cachev1alpha1.ConfigValue) string {
 // values with the same key run the same pods. Replicas and live parameters
 // are not part of it.
 func TemplateKey(v cachev1alpha1.RolloutValues) string {
-	return TemplateKeyOf(ImageOf(v), v.Version, RestartConfigHash(v.Config), v.Resources)
+	return TemplateKeyOf(ImageOf(v), string(cachev1alpha1.EngineOrDefault(v.Engine)), v.Version, RestartConfigHash(v.Config), v.Resources)
 }
 
 // TemplateKeyOf is TemplateKey from the parts a rendered pod template
-// shows: the image, the version and restart-config annotations, the
-// resources.
-func TemplateKeyOf(image, version, restartHash string, res corev1.ResourceRequirements) string {
+// shows: the image, the engine, version and restart-config annotations,
+// the resources.
+func TemplateKeyOf(image, engine, version, restartHash string, res corev1.ResourceRequirements) string {
 	b, _ := json.Marshal(res)
 	h := sha256.New()
-	h.Write([]byte(image + "\x00" + version + "\x00" + restartHash + "\x00"))
+	h.Write([]byte(image + "\x00" + engine + "\x00" + version + "\x00" + restartHash + "\x00"))
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

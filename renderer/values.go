@@ -158,6 +158,11 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if r := cc.Status.Rollout; r != nil && r.Version == "" {
 		return nil, fmt.Errorf("status.rollout.version is empty")
 	}
+	// spec is checked even while the pods run approved values: a spec
+	// that no version can run stalls before day-two tries it.
+	if _, err := engineVersionOf(SpecValues(cc)); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
 	namespace := cc.Namespace
 	if namespace == "" {
 		namespace = corev1.NamespaceDefault
@@ -204,8 +209,15 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	// What the pods run comes from the values day-two approved (spec,
 	// until it approved something).
 	approved := Approved(cc)
+	ev, err := engineVersionOf(approved)
+	if err != nil {
+		return nil, err
+	}
 	config := map[string]any{}
 	for k, v := range approved.Config {
+		if old, ok := ev.Renamed[k]; ok {
+			k = old
+		}
 		config[k] = string(v)
 	}
 
@@ -224,8 +236,12 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"backupStore":         backupStoreValues(cc, restore),
 		"name":                cc.Name,
 		"namespace":           namespace,
+		"engine":              string(ev.Engine),
 		"version":             approved.Version,
 		"image":               ImageOf(approved),
+		"server":              ev.Server,
+		"cli":                 ev.CLI,
+		"appendDirName":       appendDirName(ev),
 		"restartConfigHash":   RestartConfigHash(approved.Config),
 		"replicas":            int64(approved.Replicas),
 		"resources":           resources,
@@ -238,4 +254,23 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"networkPolicy":       map[string]any{"enabled": true},
 		"sharded":             shardedValues(cc, probeTimeout),
 	}, nil
+}
+
+// engineVersionOf is the supported engine version a set of values runs,
+// checked against its parameters.
+func engineVersionOf(v cachev1alpha1.RolloutValues) (cachev1alpha1.EngineVersion, error) {
+	ev, ok := cachev1alpha1.LookupEngineVersion(v.Engine, v.Version)
+	if !ok {
+		return ev, cachev1alpha1.UnsupportedEngineVersion(v.Engine, v.Version)
+	}
+	return ev, cachev1alpha1.CheckEngineConfig(ev, v.Config)
+}
+
+// appendDirName is the folder of the append-only files, for versions with
+// multi-part AOF; empty (no appenddirname directive) for older ones.
+func appendDirName(ev cachev1alpha1.EngineVersion) string {
+	if ev.AppendDirName {
+		return "appendonly"
+	}
+	return ""
 }

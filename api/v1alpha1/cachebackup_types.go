@@ -104,6 +104,11 @@ type CacheBackupStatus struct {
 	// RedisVersion that wrote the dump.
 	// +optional
 	RedisVersion string `json:"redisVersion,omitempty"`
+	// RDBVersion is the dump's RDB format version (10 for Redis 7.0, 11
+	// for Valkey 8.0): a cluster restores it only on an engine version
+	// that reads it (docs/engines.md).
+	// +optional
+	RDBVersion int32 `json:"rdbVersion,omitempty"`
 	// ReplicationOffset of the source when the dump was made.
 	// +optional
 	ReplicationOffset int64 `json:"replicationOffset,omitempty"`

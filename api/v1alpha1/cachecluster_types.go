@@ -24,15 +24,29 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="has(self.shards) == has(oldSelf.shards) && (!has(self.shards) || self.shards == oldSelf.shards)",message="spec.shards cannot change: resharding is not supported yet (issue 15); to change capacity, create a new sharded CacheCluster with the shard count you want, move clients and data to it, then delete this one"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || (!has(self.restore) && (!has(self.backup) || ((!has(self.backup.enabled) || !self.backup.enabled) && (!has(self.backup.autoRestore) || !self.backup.autoRestore))))",message="backups and restores of a sharded cluster are not supported yet (issue 15): remove backup.enabled, backup.autoRestore and restore"
 // +kubebuilder:validation:XValidation:rule="(has(self.replicasPerShard) ? self.replicasPerShard : 1) == (has(oldSelf.replicasPerShard) ? oldSelf.replicasPerShard : 1)",message="spec.replicasPerShard cannot change yet (issue 15): adding or removing replicas of a shard is not supported; create a new sharded CacheCluster with the replica count you want"
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version in ['redis 6.2.14', 'redis 7.0.15', 'valkey 8.0.1']",messageExpression="'engine ' + (has(self.engine) ? self.engine : 'redis') + ' version ' + self.version + ' is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)'"
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version != 'redis 6.2.14' || !has(self.config) || self.config.all(k, !(k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas']))",messageExpression="'redis 6.2.14 has no parameter ' + self.config.filter(k, k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas'])[0] + '; remove it from spec.config or choose a newer version'"
 type CacheClusterSpec struct {
-	// Version is the Redis version to run, e.g. "7.0.15". It selects the
-	// image redis:<version> unless image is set.
+	// Engine is the server: redis (the default) or valkey. With version it
+	// selects a row of the supported engine versions (docs/engines.md):
+	// the image (redis:<version> or valkey/valkey:<version>), the
+	// configuration dialect and the RDB format. Changing it is a rolling
+	// migration ordered by what can replicate from what.
+	// +optional
+	// +kubebuilder:default=redis
+	Engine Engine `json:"engine,omitempty"`
+
+	// Version is the engine version to run, e.g. "7.0.15" for redis or
+	// "8.0.1" for valkey. It selects the image unless image is set.
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:MaxLength=32
 	Version string `json:"version"`
 
-	// Image overrides the container image. It must be a Redis-compatible
-	// server that accepts the same command line as redis-server.
+	// Image overrides the container image. It must hold the engine's
+	// programs (redis-server and redis-cli, or valkey-server and
+	// valkey-cli) at the version named by version: the configuration
+	// dialect and the upgrade order follow engine and version, not the
+	// image.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -545,7 +559,10 @@ type Recommendation struct {
 type RolloutValues struct {
 	// Replicas is the StatefulSet's pod count.
 	Replicas int32 `json:"replicas"`
-	// Version is the Redis version.
+	// Engine is the server (redis when empty).
+	// +optional
+	Engine Engine `json:"engine,omitempty"`
+	// Version is the engine version.
 	Version string `json:"version"`
 	// Image overrides the image derived from Version.
 	// +optional

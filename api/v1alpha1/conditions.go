@@ -96,6 +96,9 @@ const (
 	// ReasonUpgradeRolledBack: an upgraded pod did not become ready and in
 	// sync in time; the upgraded pods were returned to the previous template.
 	ReasonUpgradeRolledBack = "UpgradeRolledBack"
+	// ReasonDowngradeRefused: spec asks for an engine version that cannot
+	// read the RDB format the master writes; nothing was changed.
+	ReasonDowngradeRefused = "DowngradeRefused"
 	// ReasonWaitingForOperation: a change waits for the running operation.
 	ReasonWaitingForOperation = "WaitingForOperation"
 	// ReasonInvalidBackupSchedule: backup.schedule does not parse.
@@ -103,6 +106,10 @@ const (
 	// ReasonRestoreSourceNotReady: spec.restore names a CacheBackup that
 	// does not exist or has not completed.
 	ReasonRestoreSourceNotReady = "RestoreSourceNotReady"
+	// ReasonRestoreIncompatible: spec.restore names a dump of an RDB
+	// version newer than the cluster's engine version reads; no pod is
+	// made.
+	ReasonRestoreIncompatible = "RestoreIncompatible"
 	// ReasonRestoreVerified: the restored key count matches the metadata.
 	ReasonRestoreVerified = "RestoreVerified"
 	// ReasonRestoreMismatch: the restored key count does not match.
@@ -159,6 +166,7 @@ const (
 	EventPodRestarted      = "PodRestarted"
 	EventSwitchover        = "Switchover"
 	EventRolledBack        = "RolledBack"
+	EventChangeRefused     = "ChangeRefused"
 	EventConfigApplied     = "ConfigApplied"
 	EventRecommendation    = "CapacityRecommendation"
 	EventBackupStarted     = "BackupStarted"
@@ -204,8 +212,10 @@ const (
 	// cluster serves what it holds and is no longer Failed. Day-two
 	// removes the annotation.
 	AnnotationAcceptDataLoss = "cache.cacheops.io/accept-data-loss"
-	// AnnotationVersion is the Redis version a pod template runs.
+	// AnnotationVersion is the engine version a pod template runs.
 	AnnotationVersion = "cache.cacheops.io/version"
+	// AnnotationEngine is the engine a pod template runs (redis, valkey).
+	AnnotationEngine = "cache.cacheops.io/engine"
 	// AnnotationRestartConfig is the hash of the parameters that only take
 	// effect at a restart; a change rolls the pods.
 	AnnotationRestartConfig = "cache.cacheops.io/restart-config"

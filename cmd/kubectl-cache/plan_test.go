@@ -61,7 +61,7 @@ func TestPlanBetweenGitRevisions(t *testing.T) {
 	writeFile(t, repo, "other.yaml", strings.Replace(baseCluster, "name: shop", "name: other", 1))
 	gitIn("add", ".")
 	gitIn("commit", "-qm", "base")
-	writeFile(t, repo, "shop.yaml", strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1))
+	writeFile(t, repo, "shop.yaml", strings.Replace(baseCluster, `version: "7.0.15"`, "engine: valkey\n  version: \"8.0.1\"", 1))
 	gitIn("commit", "-qam", "bump")
 
 	wd, _ := os.Getwd()
@@ -73,7 +73,7 @@ func TestPlanBetweenGitRevisions(t *testing.T) {
 
 	var md bytes.Buffer
 	g.Expect(run([]string{"plan", "--base", "HEAD~1", "--head", "HEAD", "--format", "markdown"}, nil, &md)).To(Succeed())
-	g.Expect(md.String()).To(ContainSubstring("| 1 | Upgrade | version 7.0.15→7.2.4: rolling restart | 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1) |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1 | Upgrade | engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover: valkey 8.0.1 writes RDB 11, redis 7.0.15 reads RDB 10 at most | 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1) |"))
 	g.Expect(md.String()).To(ContainSubstring("```diff"))
 }
 

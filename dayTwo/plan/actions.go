@@ -113,6 +113,10 @@ const (
 	// ActionPrecheckFail removes the pre-check pod and blocks the new
 	// template; no pod of the cluster was touched.
 	ActionPrecheckFail ActionType = "PrecheckFail"
+	// ActionRefuseChange refuses the change of spec in Values without
+	// starting anything (a downgrade to an RDB format older than the
+	// master's); Reason says why and what to do.
+	ActionRefuseChange ActionType = "RefuseChange"
 	// ActionRestartPod deletes a pod so its StatefulSet recreates it on
 	// the approved template.
 	ActionRestartPod ActionType = "RestartPod"

@@ -30,7 +30,7 @@ func TestPlanBackups(t *testing.T) {
 	// A spec change goes first.
 	s = cluster(3, 0)
 	s.PendingBackup = "c-1"
-	s.Spec.Version = "7.2.4"
+	s.Spec.Engine, s.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
 	a = Next(s)
 	g.Expect(a.Type).To(Equal(ActionStartOperation))
 	g.Expect(a.Operation.Type).To(Equal(cachev1alpha1.OperationUpgrade))

@@ -98,8 +98,11 @@ func nextChange(s Snapshot) Action {
 	// A change refused before is not tried again until spec changes.
 	blocked := s.Blocked != nil && s.Blocked.Target == renderer.ValuesKey(s.Spec)
 	if !blocked && (specKey != approvedKey || restart) {
+		if refuse, ok := refuseDowngrade(s); ok {
+			return refuse
+		}
 		target := a
-		target.Version, target.Image, target.Config, target.Resources = s.Spec.Version, s.Spec.Image, s.Spec.Config, s.Spec.Resources
+		target.Engine, target.Version, target.Image, target.Config, target.Resources = s.Spec.Engine, s.Spec.Version, s.Spec.Image, s.Spec.Config, s.Spec.Resources
 		return Action{Type: ActionStartOperation, Reason: describeUpgrade(a, target), Operation: &cachev1alpha1.OperationStatus{
 			Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepPrecheck, Reason: describeUpgrade(a, target),
 			Target: target.DeepCopy(), Previous: a.DeepCopy(), RestartAll: specKey == approvedKey,
@@ -204,6 +207,9 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 			continue
 		}
 		if stepExpired(s) {
+			if !rollingBack && pastNoReturn(op, outdated(master)) {
+				return noReturn(op, name, fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template", name, s.StepDeadline))
+			}
 			if !rollingBack && op.Previous != nil {
 				reason := fmt.Sprintf("%s did not become ready and in sync within %s after its restart on the new template (%s)", name, s.StepDeadline, op.Reason)
 				next := op.DeepCopy()
@@ -417,7 +423,10 @@ func timeRef(t time.Time) *metav1.Time {
 // describeUpgrade says what a template change is, for people.
 func describeUpgrade(from, to cachev1alpha1.RolloutValues) string {
 	var parts []string
-	if from.Version != to.Version {
+	switch {
+	case cachev1alpha1.EngineOrDefault(from.Engine) != cachev1alpha1.EngineOrDefault(to.Engine):
+		parts = append(parts, fmt.Sprintf("engine %s→%s", engineName(from), engineName(to)))
+	case from.Version != to.Version:
 		parts = append(parts, fmt.Sprintf("version %s→%s", from.Version, to.Version))
 	}
 	if renderer.ImageOf(from) != renderer.ImageOf(to) && (from.Image != "" || to.Image != "") {
@@ -432,7 +441,7 @@ func describeUpgrade(from, to cachev1alpha1.RolloutValues) string {
 	if len(parts) == 0 {
 		parts = append(parts, "pod template")
 	}
-	return strings.Join(parts, ", ") + ": rolling restart"
+	return strings.Join(parts, ", ") + ": rolling restart" + describeNoReturn(from, to)
 }
 
 // describeConfig lists live parameter changes.

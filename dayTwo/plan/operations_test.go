@@ -37,17 +37,22 @@ func withOp(s Snapshot, op *cachev1alpha1.OperationStatus) Snapshot {
 	return s
 }
 
+// version is the approved values of s on another version; 8.0.1 is
+// valkey's.
 func version(s Snapshot, v string) cachev1alpha1.RolloutValues {
 	t := *s.Approved.DeepCopy()
 	t.Version = v
+	if v == "8.0.1" {
+		t.Engine = cachev1alpha1.EngineValkey
+	}
 	return t
 }
 
-// upgrading: an upgrade to 7.2.4 past its pre-check; the StatefulSet is on
+// upgrading: an upgrade to valkey 8.0.1 past its pre-check; the StatefulSet is on
 // revision r2; the pods named in updated run it.
 func upgrading(s Snapshot, updated ...string) Snapshot {
 	prev := *s.Approved.DeepCopy()
-	target := version(s, "7.2.4")
+	target := version(s, "8.0.1")
 	s.Spec, s.Approved = target, target.DeepCopy()
 	s.StatefulSet = &StatefulSetState{Settled: true, TemplateKey: renderer.TemplateKey(target), Replicas: target.Replicas, UpdateRevision: "r2"}
 	for i := range s.Pods {
@@ -57,7 +62,7 @@ func upgrading(s Snapshot, updated ...string) Snapshot {
 			}
 		}
 	}
-	return withOp(s, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepRestart, Target: &target, Previous: &prev, Reason: "version 7.0.15→7.2.4: rolling restart"})
+	return withOp(s, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepRestart, Target: &target, Previous: &prev, Reason: "engine redis 7.0.15→valkey 8.0.1: rolling restart"})
 }
 
 func setPod(s Snapshot, name string, f func(*PodState)) Snapshot {
@@ -85,7 +90,7 @@ func TestPlanOperations(t *testing.T) {
 	}
 	precheck := func() Snapshot {
 		s := cluster(3, 0)
-		target, prev := version(s, "7.2.4"), *s.Approved.DeepCopy()
+		target, prev := version(s, "8.0.1"), *s.Approved.DeepCopy()
 		s.Spec = target
 		return withOp(s, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade, Step: cachev1alpha1.StepPrecheck, Target: &target, Previous: &prev})
 	}
@@ -194,25 +199,29 @@ func TestPlanOperations(t *testing.T) {
 			want:  ActionUnlabel, pod: "c-2",
 		},
 		{
-			name: "a new version starts an upgrade with a pre-check", given: func() Snapshot { s := cluster(3, 0); s.Spec.Version = "7.2.4"; return s }(), want: ActionStartOperation,
+			name: "a new version starts an upgrade with a pre-check", given: func() Snapshot {
+				s := cluster(3, 0)
+				s.Spec.Engine, s.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
+				return s
+			}(), want: ActionStartOperation,
 			check: func(g Gomega, a Action) {
 				g.Expect(a.Operation.Type).To(Equal(cachev1alpha1.OperationUpgrade))
 				g.Expect(a.Operation.Step).To(Equal(cachev1alpha1.StepPrecheck))
 				g.Expect(a.Operation.Previous.Version).To(Equal("7.0.15"))
-				g.Expect(a.Reason).To(Equal("version 7.0.15→7.2.4: rolling restart"))
+				g.Expect(a.Reason).To(HavePrefix("engine redis 7.0.15→valkey 8.0.1: rolling restart"))
 			},
 		},
 		{
 			name: "a blocked template is not tried again", want: ActionNone,
 			given: func() Snapshot {
 				s := cluster(3, 0)
-				s.Spec.Version = "7.2.4"
-				s.Blocked = &cachev1alpha1.RolloutBlock{Target: valuesOf("7.2.4"), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed}
+				s.Spec.Engine, s.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
+				s.Blocked = &cachev1alpha1.RolloutBlock{Target: valuesOf("8.0.1"), Reason: cachev1alpha1.ReasonUpgradePrecheckFailed}
 				return s
 			}(),
 		},
 		{name: "pre-check: start the pod", given: precheck(), want: ActionPrecheckStart},
-		{name: "pre-check: wait for it", given: func() Snapshot { s := precheck(); s.Precheck = &PrecheckState{TemplateKey: keyOf("7.2.4")}; return s }(), want: ActionWait},
+		{name: "pre-check: wait for it", given: func() Snapshot { s := precheck(); s.Precheck = &PrecheckState{TemplateKey: keyOf("8.0.1")}; return s }(), want: ActionWait},
 		{
 			name: "pre-check: a pod of another template is replaced", want: ActionPrecheckStart,
 			given: func() Snapshot {
@@ -225,11 +234,11 @@ func TestPlanOperations(t *testing.T) {
 			name: "pre-check: ready → approve the new template and restart", want: ActionPrecheckPass,
 			given: func() Snapshot {
 				s := precheck()
-				s.Precheck = &PrecheckState{TemplateKey: keyOf("7.2.4"), Ready: true}
+				s.Precheck = &PrecheckState{TemplateKey: keyOf("8.0.1"), Ready: true}
 				return s
 			}(),
 			check: func(g Gomega, a Action) {
-				g.Expect(a.Values.Version).To(Equal("7.2.4"))
+				g.Expect(a.Values.Version).To(Equal("8.0.1"))
 				g.Expect(a.Operation.Step).To(Equal(cachev1alpha1.StepRestart))
 			},
 		},
@@ -237,7 +246,7 @@ func TestPlanOperations(t *testing.T) {
 			name: "pre-check: a pod that cannot start blocks the change", want: ActionPrecheckFail,
 			given: func() Snapshot {
 				s := precheck()
-				s.Precheck = &PrecheckState{TemplateKey: keyOf("7.2.4"), Failure: "ErrImagePull"}
+				s.Precheck = &PrecheckState{TemplateKey: keyOf("8.0.1"), Failure: "ErrImagePull"}
 				return s
 			}(),
 		},
@@ -245,7 +254,7 @@ func TestPlanOperations(t *testing.T) {
 			name: "pre-check: a pod that never gets ready blocks the change after the deadline", want: ActionPrecheckFail,
 			given: func() Snapshot {
 				s := precheck()
-				s.Precheck = &PrecheckState{TemplateKey: keyOf("7.2.4")}
+				s.Precheck = &PrecheckState{TemplateKey: keyOf("8.0.1")}
 				s.Operation.StepStartedAt = timeRef(now.Add(-2 * time.Minute))
 				return s
 			}(),
@@ -409,7 +418,7 @@ func TestSimulateVersionBump(t *testing.T) {
 	three := int32(3)
 	base := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three}}
 	head := base.DeepCopy()
-	head.Spec.Version = "7.2.4"
+	head.Spec.Engine, head.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
 	five := int32(5)
 	head.Spec.Replicas = &five
 	steps, err := Simulate(base, head, "", false)
@@ -425,7 +434,7 @@ func TestSimulateVersionBump(t *testing.T) {
 			ops = append(ops, a.Reason)
 		}
 	}
-	g.Expect(ops).To(Equal([]string{"version 7.0.15→7.2.4: rolling restart", "replicas 3→5"}))
+	g.Expect(ops).To(Equal([]string{"engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover: valkey 8.0.1 writes RDB 11, redis 7.0.15 reads RDB 10 at most", "replicas 3→5"}))
 	g.Expect(restarts).To(Equal([]string{"c-2", "c-1", "c-0"}))
 	g.Expect(switchovers).To(Equal([]string{"c-0→c-1"}))
 }

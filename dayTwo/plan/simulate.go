@@ -148,6 +148,8 @@ func (w *world) apply(a Action) {
 		s.Precheck = &PrecheckState{TemplateKey: renderer.TemplateKey(*a.Values), Ready: true}
 	case ActionPrecheckFail:
 		s.Operation, s.Precheck = nil, nil
+	case ActionRefuseChange:
+		s.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*a.Values), Reason: cachev1alpha1.ReasonDowngradeRefused, Message: a.Reason}
 	case ActionRestartPod:
 		op := s.Operation.DeepCopy()
 		op.StepStartedAt = timeRef(s.Now)

@@ -36,7 +36,7 @@ func TestLoadBetweenGitRevisions(t *testing.T) {
 	writeFile(t, repo, "other.yaml", strings.Replace(baseCluster, "name: shop", "name: other", 1))
 	gitIn("add", ".")
 	gitIn("commit", "-qm", "base")
-	writeFile(t, repo, "shop.yaml", strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1))
+	writeFile(t, repo, "shop.yaml", strings.Replace(baseCluster, `version: "7.0.15"`, "engine: valkey\n  version: \"8.0.1\"", 1))
 	gitIn("commit", "-qam", "bump")
 
 	before, err := Load("HEAD~1", nil)
@@ -52,12 +52,12 @@ func TestLoadBetweenGitRevisions(t *testing.T) {
 	var md bytes.Buffer
 	WriteMarkdown(&md, plans)
 	g.Expect(md.String()).To(HavePrefix("### cacheops plan\n\n#### `prod/shop` — changed\n\n"))
-	g.Expect(md.String()).To(ContainSubstring("| 1 | Upgrade | version 7.0.15→7.2.4: rolling restart | 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1) |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1 | Upgrade | engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover: valkey 8.0.1 writes RDB 11, redis 7.0.15 reads RDB 10 at most | 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1) |"))
 	g.Expect(md.String()).To(ContainSubstring("<details><summary>1 rendered object change</summary>\n\n```diff\n--- base/StatefulSet/shop\n+++ head/StatefulSet/shop\n"))
 
 	var text bytes.Buffer
 	WriteText(&text, plans)
-	g.Expect(text.String()).To(HavePrefix("CacheCluster prod/shop: changed\n  1. Upgrade: version 7.0.15→7.2.4: rolling restart — 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1)\n  changes "))
+	g.Expect(text.String()).To(HavePrefix("CacheCluster prod/shop: changed\n  1. Upgrade: engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover: valkey 8.0.1 writes RDB 11, redis 7.0.15 reads RDB 10 at most — 5 pod restarts (shop-4, shop-3, shop-2, shop-1, shop-0), 1 switchover (shop-0→shop-1)\n  changes "))
 }
 
 // Named paths limit what a revision reads; a path absent at a revision is

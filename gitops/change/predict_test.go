@@ -53,11 +53,11 @@ func TestPredictTellsWhatAChangeDoes(t *testing.T) {
 		check              func(Gomega, ClusterPlan)
 	}{
 		{
-			name: "version bump", head: strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1),
+			name: "version bump", head: strings.Replace(baseCluster, `version: "7.0.15"`, "engine: valkey\n  version: \"8.0.1\"", 1),
 			check: func(g Gomega, p ClusterPlan) {
 				g.Expect(p.Operations).To(HaveLen(1))
 				op := p.Operations[0]
-				g.Expect(op.Description).To(Equal("version 7.0.15→7.2.4: rolling restart"))
+				g.Expect(op.Description).To(Equal("engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover: valkey 8.0.1 writes RDB 11, redis 7.0.15 reads RDB 10 at most"))
 				g.Expect(op.Restarts).To(Equal([]string{"shop-4", "shop-3", "shop-2", "shop-1", "shop-0"}))
 				g.Expect(op.Switchovers).To(Equal([]string{"shop-0→shop-1"}))
 				g.Expect(p.Objects).To(ContainElement(HaveField("Object", "StatefulSet/shop")))
@@ -109,7 +109,7 @@ func TestPredictTellsWhatAChangeDoes(t *testing.T) {
 		},
 		{
 			name: "a change and a queued change run one after the other",
-			head: strings.Replace(strings.Replace(baseCluster, `"7.0.15"`, `"7.2.4"`, 1), "replicas: 5", "replicas: 6", 1),
+			head: strings.Replace(strings.Replace(baseCluster, `version: "7.0.15"`, "engine: valkey\n  version: \"8.0.1\"", 1), "replicas: 5", "replicas: 6", 1),
 			check: func(g Gomega, p ClusterPlan) {
 				g.Expect(p.Operations).To(HaveLen(2))
 				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))

@@ -29,6 +29,11 @@ func simulate(b, a *cachev1alpha1.CacheCluster, master string, templateChanged b
 			if cur != nil {
 				cur.Restarts = append(cur.Restarts, s.Pod)
 			}
+		case plan.ActionRefuseChange:
+			// Refused before anything starts: shown as what it is, with
+			// the planner's reason.
+			ops = append(ops, PlannedOperation{Type: "Refused", Description: s.Reason})
+			cur = nil
 		case plan.ActionGracefulSwitchover:
 			if cur != nil {
 				cur.Switchovers = append(cur.Switchovers, s.Master+"→"+s.Pod)

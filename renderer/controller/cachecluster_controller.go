@@ -220,6 +220,11 @@ func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 		return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
 			"spec.restore.backup: CacheBackup %s is %s, not Completed; the cluster starts when it completes", rs.Backup, orPending(cb.Status.Phase))}
 	}
+	if ev, ok := cachev1alpha1.LookupEngineVersion(cc.Spec.Engine, cc.Spec.Version); ok && int(cb.Status.RDBVersion) > ev.RDBVersion {
+		return &stall{reason: cachev1alpha1.ReasonRestoreIncompatible, message: fmt.Sprintf(
+			"spec.restore.backup: CacheBackup %s is an RDB version %d dump, and %s reads RDB version %d at most; restore it into a cluster on an engine version that reads it (docs/engines.md), or name an older backup",
+			rs.Backup, cb.Status.RDBVersion, ev, ev.RDBVersion)}
+	}
 	cc.Status.RestoreFrom = cb.Status.Location.DeepCopy()
 	return nil
 }

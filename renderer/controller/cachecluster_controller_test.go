@@ -432,9 +432,9 @@ func patchCC(g Gomega, cc *cachev1alpha1.CacheCluster, mutate func(*cachev1alpha
 	return got
 }
 
-// A backup schedule CEL lets through but cron refuses, and a restore from a
-// CacheBackup that has not completed, stall the cluster before anything is
-// applied; a completed one is resolved into status.restoreFrom and rendered
+// A backup schedule CEL lets through but cron refuses, a restore from a
+// CacheBackup that has not completed, and one of a dump newer than the
+// engine version reads, stall the cluster before anything is applied; a completed one is resolved into status.restoreFrom and rendered
 // as the restore init container.
 func TestBackupScheduleAndRestoreSourceStall(t *testing.T) {
 	g := NewWithT(t)
@@ -466,7 +466,23 @@ func TestBackupScheduleAndRestoreSourceStall(t *testing.T) {
 	cb := &cachev1alpha1.CacheBackup{ObjectMeta: metav1.ObjectMeta{Name: "basic-1", Namespace: ns}, Spec: cachev1alpha1.CacheBackupSpec{Cluster: "basic"}}
 	g.Expect(k8s.Create(ctx, cb)).To(Succeed())
 	loc := &cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, Key: "ns/basic/basic-1.rdb"}
-	cb.Status = cachev1alpha1.CacheBackupStatus{Phase: cachev1alpha1.BackupCompleted, Location: loc}
+	// A Valkey 8.0 dump (RDB 11) into Redis 7.0.15: refused before any
+	// pod exists.
+	cb.Status = cachev1alpha1.CacheBackupStatus{Phase: cachev1alpha1.BackupCompleted, Location: loc, RDBVersion: 11}
+	g.Expect(k8s.Status().Update(ctx, cb)).To(Succeed())
+	poke(g, restored)
+	g.Eventually(func(g Gomega) {
+		stalled := condition(getCC(g, restored), cachev1alpha1.ConditionStalled)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(cachev1alpha1.ReasonRestoreIncompatible))
+		g.Expect(stalled.Message).To(ContainSubstring("CacheBackup basic-1 is an RDB version 11 dump, and redis 7.0.15 reads RDB version 10 at most"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(restored), &appsv1.StatefulSet{}))).To(BeTrue())
+	g.Expect(getCC(g, restored).Status.RestoreFrom).To(BeNil())
+
+	// A Redis 7.0 dump (RDB 10) is restored.
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cb), cb)).To(Succeed())
+	cb.Status.RDBVersion = 10
 	g.Expect(k8s.Status().Update(ctx, cb)).To(Succeed())
 	poke(g, restored)
 	g.Eventually(func(g Gomega) {

@@ -50,6 +50,11 @@ func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
 		{"restore key in two places", "version: '7.0.15'\nrestore: {key: k, pvc: {claimName: b}, s3: {endpoint: s3.example.com, bucket: b1b, credentialsSecret: c}}", `restore.key is in one place: set restore.s3 or restore.pvc, not both`},
 		{"bad claim name", "version: '7.0.15'\nbackup: {pvc: {claimName: My_Claim}}", `spec.backup.pvc.claimName in body should match`},
 		{"bad secret name", "version: '7.0.15'\nauth: {secretRef: {name: My_Secret}}", `spec.auth.secretRef.name in body should match`},
+		{"a redis version cacheops does not support", "version: '7.2.4'", `engine redis version 7.2.4 is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)`},
+		{"a short version", "version: '7.0'", `engine redis version 7.0 is not supported`},
+		{"valkey under a redis version", "engine: valkey\nversion: '7.0.15'", `engine valkey version 7.0.15 is not supported`},
+		{"an unknown engine", "engine: keydb\nversion: '7.0.15'", `spec.engine: Unsupported value: "keydb": supported values: "redis", "valkey"`},
+		{"a parameter redis 6.2 does not have", "version: '6.2.14'\nconfig: {maxmemory-clients: 10%}", `redis 6.2.14 has no parameter maxmemory-clients; remove it from spec.config or choose a newer version`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +62,25 @@ func TestAdmissionRejectsInvalidCacheClusters(t *testing.T) {
 			err := k8s.Create(context.Background(), unstructuredCC(g, ns, "bad", tt.spec))
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tt.wantErr))
+		})
+	}
+}
+
+// Every row of the engine table is admitted, with the engine defaulted.
+func TestAdmissionAcceptsEveryEngineVersion(t *testing.T) {
+	ns := newNamespace(t)
+	for i, ev := range cachev1alpha1.EngineVersions {
+		t.Run(ev.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			spec := "version: '" + ev.Version + "'\npaused: true"
+			if ev.Engine != cachev1alpha1.EngineRedis {
+				spec += "\nengine: " + string(ev.Engine)
+			}
+			obj := unstructuredCC(g, ns, "ok"+string(rune('a'+i)), spec)
+			g.Expect(k8s.Create(context.Background(), obj)).To(Succeed())
+			got := &cachev1alpha1.CacheCluster{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), got)).To(Succeed())
+			g.Expect(got.Spec.Engine).To(Equal(ev.Engine))
 		})
 	}
 }

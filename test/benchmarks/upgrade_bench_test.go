@@ -27,8 +27,9 @@ import (
 // acknowledged. "baseline" restarts the pods as a StatefulSet's
 // RollingUpdate would — highest ordinal first, each once the previous one
 // is back, the master in place (automatic failover off, so nothing moves
-// the role); "cacheops" changes spec.version and lets day-two roll it:
-// pre-check, replicas first, a switchover, the old master last. Each
+// the role); "cacheops" migrates redis 7.0.15 to valkey 8.0.1 (spec.engine
+// and spec.version) and lets day-two roll it: pre-check, replicas first,
+// a switchover, the old master last. Each
 // iteration is one rollout on a new cluster; run with -benchtime 3x.
 func BenchmarkUpgrade(b *testing.B) {
 	root := repoRoot()
@@ -97,7 +98,8 @@ func upgradeRun(b *testing.B, c *cluster.Cluster, k8s client.Client, ns string, 
 
 	start := time.Now()
 	if cacheops {
-		patch := []byte(`{"spec":{"version":"7.2.4"}}`)
+		// The migration redis 7.0.15 → valkey 8.0.1: real binaries.
+		patch := []byte(`{"spec":{"engine":"valkey","version":"8.0.1"}}`)
 		if err := k8s.Patch(ctx, cc.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
 			b.Fatal(err)
 		}

@@ -23,27 +23,36 @@ type Image struct {
 	User *int64
 }
 
-// DefaultImages: Redis and Valkey images run Debian's redis-server (apt
-// package redis-server) and its tools.
+// DefaultImages are the engine images the process-backed node can run,
+// each mapped to the real binary of that version installed by
+// hack/install-deps.sh: redis:7.0.15 runs Debian's redis-server 7.0.15
+// (apt package redis-server), valkey/valkey:8.0.1 runs valkey-server 8.0.1
+// (valkey-server from bookworm-backports). Any other tag fails with
+// ErrImagePull, so a test never runs one binary under another version's
+// name. Valkey images also answer to the redis-* names, as the real image
+// does (Valkey installs redis-* links to its programs).
 func DefaultImages() []Image {
-	redis := map[string]string{}
-	for _, b := range []string{"redis-server", "redis-cli", "redis-sentinel", "redis-check-rdb", "redis-check-aof", "redis-benchmark"} {
-		redis[b] = "/usr/bin/" + b
-	}
-	// Valkey images name their programs valkey-*; Debian's redis binaries
-	// serve the same protocol and command line.
-	valkey := map[string]string{}
-	for k, v := range redis {
-		valkey[k] = v
-		valkey["valkey"+strings.TrimPrefix(k, "redis")] = v
+	redis := programs("/usr/bin/", "redis")
+	valkey := programs("/usr/bin/", "valkey")
+	for k, v := range programs("/usr/bin/", "valkey") {
+		valkey["redis"+strings.TrimPrefix(k, "valkey")] = v
 	}
 	return []Image{
-		{Pattern: "redis:*", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
-		{Pattern: "redis", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
-		{Pattern: "docker.io/library/redis:*", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
-		{Pattern: "valkey/valkey:*", Entrypoint: "/usr/bin/redis-server", Binaries: valkey},
-		{Pattern: "docker.io/valkey/valkey:*", Entrypoint: "/usr/bin/redis-server", Binaries: valkey},
+		{Pattern: "redis:7.0.15", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
+		{Pattern: "docker.io/library/redis:7.0.15", Entrypoint: "/usr/bin/redis-server", Binaries: redis},
+		{Pattern: "valkey/valkey:8.0.1", Entrypoint: "/usr/bin/valkey-server", Binaries: valkey},
+		{Pattern: "docker.io/valkey/valkey:8.0.1", Entrypoint: "/usr/bin/valkey-server", Binaries: valkey},
 	}
+}
+
+// programs maps the programs of an engine (prefix-server, prefix-cli, ...)
+// to their paths under dir.
+func programs(dir, prefix string) map[string]string {
+	into := map[string]string{}
+	for _, p := range []string{"-server", "-cli", "-sentinel", "-check-rdb", "-check-aof", "-benchmark"} {
+		into[prefix+p] = dir + prefix + p
+	}
+	return into
 }
 
 // OperatorImagePattern matches the operator's image (charts/cacheops), which

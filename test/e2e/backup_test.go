@@ -127,17 +127,22 @@ func TestBackupAndRestore(t *testing.T) {
 	cb2 := getBackup(g, ns, second)
 	g.Expect(cb2.Status.Keys).To(Equal(mc.DBSize(ctx).Val()))
 
-	// Restore into a new cluster.
+	// Restore the Redis 7.0.15 dump (RDB 10) into a new Valkey 8.0.1
+	// cluster: the way from Redis to Valkey through a backup.
 	restored := loadExample(t, "basic", ns)
 	restored.Name = "restored"
+	restored.Spec.Engine, restored.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
 	restored.Spec.Restore = &cachev1alpha1.RestoreSpec{Backup: second}
 	g.Expect(k8s.Create(ctx, restored)).To(Succeed())
 	waitReplicating(g, restored)
+	for _, name := range []string{"restored-0", "restored-1", "restored-2"} {
+		g.Expect(serverOf(g, ns, "restored", name)).To(Equal("valkey 8.0.1"), name)
+	}
 	t.Logf("Restored: %s", waitCondition(g, ns, "restored", cachev1alpha1.ConditionRestored, metav1.ConditionTrue).Message)
 	copyOf := &workload{ns: ns, cluster: "restored", password: password(g, ns, "restored"), acked: w.acked}
 	checked, lost := copyOf.Verify(g)
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes missing from the restored cluster")
-	t.Logf("%d acknowledged writes found in the restored cluster", checked)
+	t.Logf("%d acknowledged writes of the redis 7.0.15 cluster found in the restored valkey 8.0.1 cluster", checked)
 
 	// spec.restore is fixed at creation.
 	err = k8s.Patch(ctx, restored, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restore":{"backup":"`+first+`"}}}`)))

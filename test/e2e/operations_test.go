@@ -135,9 +135,12 @@ func TestScaleUpAndDownWhileWriting(t *testing.T) {
 	w.finish(t, g, masters)
 }
 
-// A version change restarts the pods one at a time, replicas first from the
-// highest ordinal, then a switchover, the old master last; a replicas
-// change made meanwhile waits for the upgrade and runs after it.
+// Redis 7.0.15 → Valkey 8.0.1 under writes restarts the pods one at a
+// time, replicas first from the highest ordinal, then a switchover, the
+// old master last, as kubectl cache plan --live predicted; no pod ever
+// tries to replicate from a master whose RDB format it cannot read; a
+// replicas change made meanwhile waits and runs after it; going back to
+// Redis afterwards is refused and touches nothing.
 func TestRollingUpgradeInOrder(t *testing.T) {
 	g := NewWithT(t)
 	ns := "e2e-upgrade"
@@ -147,10 +150,10 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	// What `kubectl cache plan --live` predicts for this change: the
 	// manifests before and after, the master read from the cluster.
 	dir := t.TempDir()
-	manifest := func(name, version string) string {
+	manifest := func(name string, engine cachev1alpha1.Engine, version string) string {
 		m := loadExample(t, "basic", ns)
 		m.Spec.HighAvailability.ProbeTimeoutSeconds = 1
-		m.Spec.Version = version
+		m.Spec.Engine, m.Spec.Version = engine, version
 		data, err := yaml.Marshal(m)
 		g.Expect(err).NotTo(HaveOccurred())
 		path := filepath.Join(dir, name)
@@ -158,7 +161,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 		g.Expect(os.WriteFile(path, data, 0o644)).To(Succeed())
 		return path
 	}
-	out := kubectlCache(g, "plan", "--base", manifest("base.yaml", "7.0.15"), "--head", manifest("head.yaml", "7.2.4"), "--live", "--format", "json")
+	out := kubectlCache(g, "plan", "--base", manifest("base.yaml", cachev1alpha1.EngineRedis, "7.0.15"), "--head", manifest("head.yaml", cachev1alpha1.EngineValkey, "8.0.1"), "--live", "--format", "json")
 	var plans []struct {
 		Operations []struct {
 			Type     string   `json:"type"`
@@ -174,7 +177,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	g.Expect(predicted).To(HaveLen(3), out)
 
 	start := time.Now()
-	mergePatch(g, cc, `{"spec":{"version":"7.2.4"}}`)
+	mergePatch(g, cc, `{"spec":{"engine":"valkey","version":"8.0.1"}}`)
 	g.Eventually(func(g Gomega) {
 		got := getCC(g, cc)
 		g.Expect(got.Status.Phase).To(Equal(cachev1alpha1.PhaseUpgrading))
@@ -208,7 +211,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := waitReplicating(g, cc)
 		g.Expect(got.Status.Nodes).To(HaveLen(4))
-		g.Expect(got.Status.CurrentVersion).To(Equal("7.2.4"))
+		g.Expect(got.Status.CurrentVersion).To(Equal("8.0.1"))
 		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionQueued)).To(BeNil())
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
 
@@ -229,13 +232,72 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	for name, uid := range uids {
 		p := pod(g, ns, name)
 		g.Expect(p.UID).NotTo(Equal(uid), "%s was restarted", name)
-		g.Expect(p.Annotations[cachev1alpha1.AnnotationVersion]).To(Equal("7.2.4"))
+		g.Expect(p.Annotations[cachev1alpha1.AnnotationVersion]).To(Equal("8.0.1"))
+		g.Expect(p.Annotations[cachev1alpha1.AnnotationEngine]).To(Equal("valkey"))
+		g.Expect(serverOf(g, ns, "basic", name)).To(Equal("valkey 8.0.1"), "%s runs the real valkey-server", name)
 	}
 	// The queued scale-up ran after the upgrade.
 	g.Expect(pod(g, ns, "basic-3").CreationTimestamp.Time).To(BeTemporally(">=", upgradedAt.Add(-time.Second)))
 
-	t.Logf("3-pod rolling upgrade took %s, longest write pause %s", took.Round(time.Millisecond), pause.Round(time.Millisecond))
+	noUnreadableMaster(t, g, ns)
+
+	t.Logf("3-pod migration redis 7.0.15 → valkey 8.0.1 took %s, longest write pause %s", took.Round(time.Millisecond), pause.Round(time.Millisecond))
 	w.finish(t, g, masters)
+
+	// Going back to Redis once the master runs Valkey: refused, nothing
+	// restarts, the StatefulSet keeps Valkey.
+	uids = podUIDs(g, ns)
+	mergePatch(g, cc, `{"spec":{"engine":"redis","version":"7.0.15"}}`)
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionStalled)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonDowngradeRefused))
+		g.Expect(c.Message).To(ContainSubstring("Going back from valkey 8.0.1 to redis 7.0.15 is refused"))
+		g.Expect(c.Message).To(ContainSubstring("restore a backup taken before the migration"))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventChangeRefused]).NotTo(BeEmpty())
+	got := getCC(g, cc)
+	g.Expect(got.Status.Operation).To(BeNil())
+	g.Expect(got.Status.Rollout.Engine).To(Equal(cachev1alpha1.EngineValkey))
+	sts := &appsv1.StatefulSet{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "basic"}, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal("valkey/valkey:8.0.1"), "the StatefulSet keeps valkey")
+	g.Expect(podUIDs(g, ns)).To(Equal(uids), "no pod restarted")
+	g.Expect(restartsInOrder(g, ns)).To(HaveLen(3), "no restart after the migration's three")
+}
+
+// serverOf is what a pod of a cluster says it runs: "redis 7.0.15" or
+// "valkey 8.0.1" (INFO server).
+func serverOf(g Gomega, ns, cluster, name string) string {
+	rc := redisAt(pod(g, ns, name).Status.PodIP, password(g, ns, cluster))
+	defer rc.Close()
+	info, err := rc.Info(context.Background(), "server").Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = v
+		}
+	}
+	if fields["server_name"] == "valkey" {
+		return "valkey " + fields["valkey_version"]
+	}
+	return "redis " + fields["redis_version"]
+}
+
+// noUnreadableMaster: no pod of the namespace ever tried to load or
+// replicate RDB data of a format it cannot read (every container run's
+// log is kept).
+func noUnreadableMaster(t *testing.T, g Gomega, ns string) {
+	logs, err := filepath.Glob(filepath.Join(env.PodLogDir(), ns+"_*_redis.log"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(logs).NotTo(BeEmpty())
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(data)).NotTo(ContainSubstring("Can't handle RDB format version"), "%s", l)
+	}
+	t.Logf("no \"Can't handle RDB format version\" in %d pod logs", len(logs))
 }
 
 // An image that cannot run here fails the pre-check: no pod restarts, the
@@ -269,40 +331,41 @@ func TestFailingPrecheckTouchesNothing(t *testing.T) {
 	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
 
 	// Fixing spec resumes.
-	mergePatch(g, cc, `{"spec":{"image":null,"version":"7.2.4"}}`)
+	mergePatch(g, cc, `{"spec":{"image":null,"engine":"valkey","version":"8.0.1"}}`)
 	g.Eventually(func(g Gomega) {
 		got := waitReplicating(g, cc)
-		g.Expect(got.Status.CurrentVersion).To(Equal("7.2.4"))
+		g.Expect(got.Status.CurrentVersion).To(Equal("8.0.1"))
 		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeNil())
 	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
 }
 
-// refusingImage runs redis-server only on an empty data folder: it passes a
-// pre-check (empty volume) and fails on the cluster's pods, as a version
-// that cannot read the data of the previous one would.
-const refusingImage = "cacheops-e2e/redis-refuses-old-data:8"
+// refusingImage runs the real valkey-server 8.0.1 only on an empty data
+// folder: it passes a pre-check (empty volume) and fails on the cluster's
+// pods, as a Valkey pod that does not come up mid-migration would.
+const refusingImage = "cacheops-e2e/valkey-refuses-old-data:8.0.1"
 
 func refusingImageScript(dir string) (string, error) {
-	path := filepath.Join(dir, "redis-refuses-old-data")
+	path := filepath.Join(dir, "valkey-refuses-old-data")
 	script := `#!/bin/sh
 if [ -n "$(ls -A /data 2>/dev/null)" ]; then
-  echo "this version cannot read the data in /data" >&2
+  echo "this valkey-server does not start on the data in /data" >&2
   exit 1
 fi
-exec /usr/bin/redis-server "$@"
+exec /usr/bin/valkey-server "$@"
 `
 	return path, os.WriteFile(path, []byte(script), 0o755)
 }
 
-// An upgraded pod that never becomes ready is rolled back; the status says
-// why and spec is left alone.
+// A Valkey pod that does not come up mid-migration, before the master
+// moved: the migration rolls back to Redis; the status says why, spec is
+// left alone, no acknowledged write is lost.
 func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-rollback"
 	cc, before, w, masters := underLoad(t, g, ns)
 
-	mergePatch(g, cc, fmt.Sprintf(`{"spec":{"image":%q}}`, refusingImage))
+	mergePatch(g, cc, fmt.Sprintf(`{"spec":{"engine":"valkey","version":"8.0.1","image":%q}}`, refusingImage))
 	g.Eventually(func(g Gomega) {
 		got := getCC(g, cc)
 		c := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)
@@ -327,6 +390,9 @@ func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 		}
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
 	g.Expect(getCC(g, cc).Status.CurrentMaster).To(Equal(before.Status.CurrentMaster), "the master was never touched")
+	for _, name := range []string{"basic-0", "basic-1", "basic-2"} {
+		g.Expect(serverOf(g, ns, "basic", name)).To(Equal("redis 7.0.15"), name)
+	}
 	w.finish(t, g, masters)
 }
 

@@ -99,7 +99,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// A test image: a Redis that refuses the data of an older version.
+	// A test image: a valkey-server that does not start on a volume that
+	// holds data.
 	// Not under /tmp: pods mount their own /tmp.
 	imageDir, err := os.MkdirTemp("/var/tmp", "cacheops-e2e-images-")
 	if err != nil {
@@ -117,7 +118,7 @@ func run(m *testing.M) int {
 	}
 	images := append(cluster.DefaultImages(), cluster.OperatorImage(managerBin), cluster.Image{
 		Pattern: strings.Split(refusingImage, ":")[0] + ":*", Entrypoint: script,
-		Binaries: map[string]string{"redis-server": script, "redis-cli": "/usr/bin/redis-cli"},
+		Binaries: map[string]string{"valkey-server": script, "valkey-cli": "/usr/bin/valkey-cli"},
 	})
 
 	ctx := context.Background()
