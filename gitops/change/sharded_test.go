@@ -57,7 +57,8 @@ func TestPredictShardedClusters(t *testing.T) {
 			},
 		},
 		{
-			name: "a version bump is held, no replication-mode upgrade", base: base, head: strings.Replace(shardedCluster, `"7.0.15"`, `"7.2.4"`, 1),
+			name: "a version bump is held, no replication-mode upgrade", base: base, head: strings.Replace(shardedCluster, `version: "7.0.15"`, `version: "8.0.1"
+  engine: valkey`, 1),
 			check: func(g Gomega, p ClusterPlan) {
 				g.Expect(p.Operations).To(HaveLen(1))
 				g.Expect(p.Operations[0].Type).To(Equal("Held"))
