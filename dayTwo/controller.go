@@ -137,7 +137,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			break
 		}
 	}
-	return r.finish(ctx, s, stepErr)
+	res, err := r.finish(ctx, s, stepErr)
+	routine := stepErr == nil && !s.acted && s.action.Type == plan.ActionNone
+	return withPriority(s, res, routine), err
 }
 
 // finish writes the reconcile's status changes once and chooses when to
@@ -297,7 +299,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A disaster recovery waits for its restore ConfigMap.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
-		WatchesRawSource(source.Channel(r.Prober.Events(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Prober.Events(), wakeHandler())).
 		Complete(r)
 }
 
