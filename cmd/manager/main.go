@@ -52,6 +52,8 @@ func main() {
 		recommendAfter  time.Duration
 		majorityDown    time.Duration
 		exitAfterStep   string
+		dayOneWorkers   int
+		dayTwoWorkers   int
 	)
 	flag.StringVar(&renderer.RestoreImage, "restore-image", renderer.RestoreImage, "Image of the init container that downloads a backup into a restored cluster's pods: the operator's own image (its manager binary runs `manager restore`).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
@@ -65,6 +67,8 @@ func main() {
 	flag.DurationVar(&stepDeadline, "upgrade-step-deadline", 5*time.Minute, "How long an upgrade's pre-check pod, and each restarted pod, may take to become ready and in sync before the upgrade is refused or rolled back.")
 	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
+	flag.IntVar(&dayOneWorkers, "dayone-workers", controller.DefaultWorkers, "How many CacheClusters the day-one controller (render and apply) reconciles at once.")
+	flag.IntVar(&dayTwoWorkers, "daytwo-workers", daytwo.DefaultWorkers, "How many CacheClusters the day-two controller (roles, failover, operations) reconciles at once. Clusters whose master does not answer go first.")
 	flag.StringVar(&exitAfterStep, "fault-exit-after-step", "", "Fault injection for tests only: exit with status 3 right after the first day-two step of this kind (e.g. Promote), as a crash in the middle of an operation would.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
@@ -109,11 +113,11 @@ func main() {
 		log.Error(err, "Cannot create manager")
 		os.Exit(1)
 	}
-	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.Reconciler{Workers: dayOneWorkers}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
+	dayTwo := &daytwo.Reconciler{Workers: dayTwoWorkers, RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
 	if exitAfterStep != "" {
 		dayTwo.AfterStep = func(a plan.Action) {
 			if string(a.Type) == exitAfterStep {
