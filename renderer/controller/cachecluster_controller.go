@@ -370,7 +370,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // CacheOptions limits the manager's cache to the objects cacheops labels as
 // its own, so the operator does not hold every Secret, ConfigMap and Pod of
-// the cluster in memory.
+// the cluster in memory, and drops managedFields from every cached object:
+// no code reads them (server-side apply sends whole rendered objects, patches
+// are computed between two cached copies), and they are often the larger
+// part of a small object (docs/scale.md).
 func CacheOptions() cache.Options {
 	owned := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
@@ -380,5 +383,5 @@ func CacheOptions() cache.Options {
 	} {
 		byObject[obj] = cache.ByObject{Label: owned}
 	}
-	return cache.Options{ByObject: byObject}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }
