@@ -37,7 +37,7 @@ func BenchmarkScale(b *testing.B) {
 	n := envInt("SCALE_CLUSTERS", 100)
 	failovers := envInt("SCALE_FAILOVERS", 5)
 	steady := time.Duration(envInt("SCALE_STEADY_SECONDS", 60)) * time.Second
-	env := startScaleEnv(b, n)
+	env := startScaleEnv(b, n, false)
 	defer env.stop()
 
 	b.Run("baseline", func(b *testing.B) {
@@ -71,6 +71,70 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
 		b.ReportMetric(env.restartSettle(b, n).Seconds(), "restart_settle_s")
 	})
+}
+
+// BenchmarkScaleControlPlane runs the manager against SCALE_CP_CLUSTERS
+// CacheClusters (default 1000) on the control plane alone: the objects
+// are rendered and applied, no pod ever runs. "baseline" is one cluster.
+// It reports the manager's RSS (and peak) and CPU once the queues are
+// empty, its API requests per minute then, and the reconcile latency: from
+// a CacheCluster's create to day-one's first status (observedGeneration),
+// read every second, median and worst.
+func BenchmarkScaleControlPlane(b *testing.B) {
+	n := envInt("SCALE_CP_CLUSTERS", 1000)
+	steady := time.Duration(envInt("SCALE_STEADY_SECONDS", 60)) * time.Second
+	env := startScaleEnv(b, n, true)
+	defer env.stop()
+	run := func(b *testing.B, prefix string, count int) {
+		b.StopTimer()
+		created := map[string]time.Time{}
+		for i := 0; i < count; i++ {
+			cc := env.create(b, fmt.Sprintf("%s-%04d", prefix, i), "cp")
+			created[cc.Namespace] = time.Now()
+		}
+		lat := env.waitObserved(b, created, 15*time.Minute)
+		p50, worst := quantiles(lat)
+		b.ReportMetric(p50.Seconds(), "reconcile_latency_p50_s")
+		b.ReportMetric(worst.Seconds(), "reconcile_latency_max_s")
+		env.settle(b)
+		env.reportSteady(b, steady)
+		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
+	}
+	b.Run("baseline", func(b *testing.B) { run(b, "one", 1) })
+	b.Run("thousand", func(b *testing.B) {
+		run(b, "cp", n)
+		env.profile(b, "controlplane")
+	})
+}
+
+// waitObserved waits until every CacheCluster created (by namespace, at
+// the time given) carries day-one's status for its generation and
+// returns each one's latency.
+func (e *scaleEnv) waitObserved(b *testing.B, created map[string]time.Time, limit time.Duration) []time.Duration {
+	deadline := time.Now().Add(limit)
+	seen := map[string]time.Duration{}
+	for time.Now().Before(deadline) {
+		list := &cachev1alpha1.CacheClusterList{}
+		if err := e.k8s.List(context.Background(), list); err == nil {
+			now := time.Now()
+			for _, cc := range list.Items {
+				t0, ok := created[cc.Namespace]
+				if _, done := seen[cc.Namespace]; ok && !done && cc.Status.ObservedGeneration == cc.Generation {
+					seen[cc.Namespace] = now.Sub(t0)
+				}
+			}
+		}
+		if len(seen) == len(created) {
+			var out []time.Duration
+			for _, d := range seen {
+				out = append(out, d)
+			}
+			return out
+		}
+		time.Sleep(time.Second)
+	}
+	b.Fatalf("%d of %d CacheClusters reconciled within %s", len(seen), len(created), limit)
+	return nil
 }
 
 func envInt(name string, def int) int {

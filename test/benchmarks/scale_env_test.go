@@ -37,8 +37,9 @@ type scaleEnv struct {
 }
 
 // startScaleEnv starts a cluster whose three nodes hold n clusters' pods
-// and more, and the manager.
-func startScaleEnv(b *testing.B, n int) *scaleEnv {
+// and more (or only the control plane: no node, pods are never scheduled),
+// and the manager.
+func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	root := repoRoot()
 	bin := filepath.Join(root, "bin")
 	e := &scaleEnv{manager: filepath.Join(bin, "manager")}
@@ -59,10 +60,11 @@ func startScaleEnv(b *testing.B, n int) *scaleEnv {
 	}
 	c, err := cluster.Start(context.Background(), cluster.Options{
 		Dir: dir, BinDir: bin,
-		CRDDirectories: []string{filepath.Join(root, "charts", "cacheops", "crds")},
-		Nodes:          nodes,
-		Bridge:         "cacheopsscale",
-		PodCIDR:        "10.247.0.0/16",
+		CRDDirectories:   []string{filepath.Join(root, "charts", "cacheops", "crds")},
+		Nodes:            nodes,
+		Bridge:           "cacheopsscale",
+		PodCIDR:          "10.247.0.0/16",
+		ControlPlaneOnly: controlPlaneOnly,
 	})
 	if err != nil {
 		b.Fatal(err)
