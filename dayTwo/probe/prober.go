@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -315,7 +316,7 @@ func keepConns(conns map[string]*conn, targets []Target, password string) {
 // probeAll probes every target at once, on its connection, within the
 // period: a pod that does not answer in time is unreachable.
 func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, period time.Duration, out []Observation) []Observation {
-	out = append(out, make([]Observation, len(targets))...)
+	out = slices.Grow(out[:0], len(targets))[:len(targets)]
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		c := conns[t.Pod]
