@@ -29,6 +29,7 @@ import (
 // metrics and pprof endpoints the benchmark reads.
 type scaleEnv struct {
 	c                    *cluster.Cluster
+	dir                  string
 	k8s                  client.Client
 	manager              string
 	metricsAddr, pprofAd string
@@ -69,8 +70,8 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.c = c
-	b.Logf("cluster state and logs in %s", dir)
+	e.c, e.dir = c, dir
+	b.Logf("cluster state and logs in %s (removed when the benchmark passes)", dir)
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	e.pprofAd = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	if e.logf, err = os.Create(filepath.Join(dir, "manager.log")); err != nil {
@@ -117,10 +118,13 @@ func (e *scaleEnv) stopManager() {
 
 // stop leaves nothing running: the manager, then every pod and the
 // control plane.
-func (e *scaleEnv) stop() {
+func (e *scaleEnv) stop(b *testing.B) {
 	e.stopManager()
 	e.c.Stop()
 	_ = e.logf.Close()
+	if !b.Failed() {
+		_ = os.RemoveAll(e.dir)
+	}
 }
 
 // procStatus reads one field (in kB) of the manager's /proc/PID/status.
