@@ -68,6 +68,9 @@ type Reconciler struct {
 	// progress before it is aborted and retried; zero means
 	// backup.DefaultStallTimeout.
 	BackupStallTimeout time.Duration
+	// Workers is how many clusters are reconciled at once; zero means
+	// DefaultWorkers.
+	Workers int
 	// AfterStep, when set, is called after each step that succeeded. The
 	// manager's --fault-exit-after-step uses it to crash at a chosen point
 	// of an operation, so a test can prove a restarted operator finishes
@@ -137,7 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			break
 		}
 	}
-	return r.finish(ctx, s, stepErr)
+	res, err := r.finish(ctx, s, stepErr)
+	routine := stepErr == nil && !s.acted && s.action.Type == plan.ActionNone
+	return withPriority(s, res, routine), err
 }
 
 // finish writes the reconcile's status changes once and chooses when to
@@ -292,7 +297,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		WithOptions(controller.Options{RateLimiter: stepRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: stepRateLimiter(), MaxConcurrentReconciles: workers(r.Workers)}).
 		// Spec changes, and the switchover request annotation.
 		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
@@ -300,8 +305,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A disaster recovery waits for its restore ConfigMap.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
-		WatchesRawSource(source.Channel(r.Prober.Events(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Prober.Events(), wakeHandler())).
 		Complete(r)
+}
+
+// DefaultWorkers is the day-two controller's default number of
+// concurrent reconciles. A reconcile waits on Redis (a step, a look at its
+// effect) more than it computes, so a few run at once even on two cores.
+const DefaultWorkers = 4
+
+func workers(n int) int {
+	if n > 0 {
+		return n
+	}
+	return DefaultWorkers
 }
 
 // stepRateLimiter backs a failing step off exponentially, from 50 ms to

@@ -42,6 +42,7 @@ func main() {
 	var (
 		metricsAddr     string
 		probeAddr       string
+		pprofAddr       string
 		leaderElect     bool
 		leaderNamespace string
 		namespaces      string
@@ -51,10 +52,13 @@ func main() {
 		recommendAfter  time.Duration
 		majorityDown    time.Duration
 		exitAfterStep   string
+		dayOneWorkers   int
+		dayTwoWorkers   int
 	)
 	flag.StringVar(&renderer.RestoreImage, "restore-image", renderer.RestoreImage, "Image of the init container that downloads a backup into a restored cluster's pods: the operator's own image (its manager binary runs `manager restore`).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the net/http/pprof endpoints (/debug/pprof/...); empty turns them off. For profiling only: never expose it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica reconciles.")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the namespace the manager runs in).")
 	flag.StringVar(&namespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
@@ -63,6 +67,8 @@ func main() {
 	flag.DurationVar(&stepDeadline, "upgrade-step-deadline", 5*time.Minute, "How long an upgrade's pre-check pod, and each restarted pod, may take to become ready and in sync before the upgrade is refused or rolled back.")
 	flag.DurationVar(&recreateAfter, "recreate-not-ready-after", 0, "Recreate a replica pod that stays not-Ready this long (0: max(5m, 60 x the cluster's probe timeout)).")
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
+	flag.IntVar(&dayOneWorkers, "dayone-workers", controller.DefaultWorkers, "How many CacheClusters the day-one controller (render and apply) reconciles at once.")
+	flag.IntVar(&dayTwoWorkers, "daytwo-workers", daytwo.DefaultWorkers, "How many CacheClusters the day-two controller (roles, failover, operations) reconciles at once. Clusters whose master does not answer go first.")
 	flag.StringVar(&exitAfterStep, "fault-exit-after-step", "", "Fault injection for tests only: exit with status 3 right after the first day-two step of this kind (e.g. Promote), as a crash in the middle of an operation would.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
@@ -96,6 +102,7 @@ func main() {
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "cacheops.cache.cacheops.io",
 		LeaderElectionNamespace: leaderNamespace,
@@ -106,11 +113,11 @@ func main() {
 		log.Error(err, "Cannot create manager")
 		os.Exit(1)
 	}
-	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.Reconciler{Workers: dayOneWorkers}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	dayTwo := &daytwo.Reconciler{RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
+	dayTwo := &daytwo.Reconciler{Workers: dayTwoWorkers, RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
 	if exitAfterStep != "" {
 		dayTwo.AfterStep = func(a plan.Action) {
 			if string(a.Type) == exitAfterStep {

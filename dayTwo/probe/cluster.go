@@ -6,8 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
+	"time"
 )
 
 // ClusterView is what one node of a sharded cluster says about the cluster
@@ -76,18 +75,24 @@ func (v *ClusterView) signature() string {
 	return b.String()
 }
 
-// probeCluster reads CLUSTER INFO and CLUSTER NODES.
-func probeCluster(ctx context.Context, c *redis.Client) (*ClusterView, error) {
-	info, err := c.ClusterInfo(ctx).Result()
+// probeCluster reads CLUSTER INFO and CLUSTER NODES on the pod's
+// connection.
+func probeCluster(ctx context.Context, c *conn, timeout, period time.Duration) (*ClusterView, error) {
+	info, err := c.do(ctx, clusterInfoCommand, timeout, period)
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER INFO: %w", err)
 	}
-	nodes, err := c.ClusterNodes(ctx).Result()
+	nodes, err := c.do(ctx, clusterNodesCommand, timeout, period)
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
 	}
 	return ParseClusterView(info, nodes)
 }
+
+var (
+	clusterInfoCommand  = encodeCommand("CLUSTER", "INFO")
+	clusterNodesCommand = encodeCommand("CLUSTER", "NODES")
+)
 
 // ParseClusterView reads the answers of CLUSTER INFO and CLUSTER NODES.
 func ParseClusterView(info, nodes string) (*ClusterView, error) {

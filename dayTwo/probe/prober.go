@@ -1,16 +1,11 @@
 package probe
 
 import (
-	"bufio"
 	"context"
-	"net"
-	"strconv"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -77,6 +72,14 @@ type Observation struct {
 	Cluster *ClusterView
 }
 
+// Wake asks the day-two controller to look at a cluster again. Urgent:
+// the pod last seen as master does not answer, so the cluster may have no
+// master; it goes before routine work.
+type Wake struct {
+	Key    types.NamespacedName
+	Urgent bool
+}
+
 // Target is a pod to probe.
 type Target struct {
 	Pod string
@@ -87,11 +90,12 @@ type Target struct {
 }
 
 // Prober polls every pod of every CacheCluster it is told about, one
-// goroutine per cluster, and wakes the reconciler through a channel when
+// goroutine per cluster (and, during a probe round, one per pod), each pod
+// on its own persistent connection, and wakes the reconciler through a channel when
 // something that matters changed (reachability, role, master, link). It
 // never wakes it for offsets, which change on every write.
 type Prober struct {
-	events chan event.GenericEvent
+	events chan event.TypedGenericEvent[Wake]
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*clusterProbe
@@ -119,11 +123,11 @@ type run struct {
 
 // NewProber returns a prober whose wake-ups arrive on Events().
 func NewProber() *Prober {
-	return &Prober{events: make(chan event.GenericEvent, 1024), clusters: map[types.NamespacedName]*clusterProbe{}}
+	return &Prober{events: make(chan event.TypedGenericEvent[Wake], 1024), clusters: map[types.NamespacedName]*clusterProbe{}}
 }
 
 // Events is the channel source for the reconciler.
-func (p *Prober) Events() <-chan event.GenericEvent { return p.events }
+func (p *Prober) Events() <-chan event.TypedGenericEvent[Wake] { return p.events }
 
 // Ensure starts or updates the probing of one cluster.
 func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, password string, period time.Duration) {
@@ -245,23 +249,24 @@ func (p *Prober) Stop() {
 }
 
 func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterProbe) {
+	// The loop owns the connections, one per pod; each probe round uses
+	// each connection from one goroutine.
+	conns := map[string]*conn{}
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+	var results []Observation
 	for {
 		cp.mu.Lock()
 		targets := append([]Target(nil), cp.targets...)
 		password, period := cp.password, cp.period
 		cp.mu.Unlock()
+		keepConns(conns, targets, password)
 
 		start := time.Now()
-		var wg sync.WaitGroup
-		results := make([]Observation, len(targets))
-		for i, t := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i] = ProbeOnce(ctx, t, password, period)
-			}()
-		}
-		wg.Wait()
+		results = probeAll(ctx, conns, targets, period, results[:0])
 		if ctx.Err() != nil {
 			return
 		}
@@ -277,7 +282,7 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 		if wake {
 			select {
-			case p.events <- event.GenericEvent{Object: &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+			case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: cp.masterUnreachable()}}:
 			default:
 			}
 		}
@@ -291,6 +296,48 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		case <-time.After(wait):
 		}
 	}
+}
+
+// keepConns closes the connections of pods that are gone, moved to
+// another address or need another password, and opens (lazily) one for
+// every new target.
+func keepConns(conns map[string]*conn, targets []Target, password string) {
+	for pod, c := range conns {
+		keep := false
+		for _, t := range targets {
+			keep = keep || (t.Pod == pod && t.IP == c.ip && password == c.password)
+		}
+		if !keep {
+			c.close()
+			delete(conns, pod)
+		}
+	}
+	for _, t := range targets {
+		if _, ok := conns[t.Pod]; !ok && t.IP != "" {
+			conns[t.Pod] = newConn(t.IP, password)
+		}
+	}
+}
+
+// probeAll probes every target at once, on its connection, within the
+// period: a pod that does not answer in time is unreachable.
+func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, period time.Duration, out []Observation) []Observation {
+	out = slices.Grow(out[:0], len(targets))[:len(targets)]
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		c := conns[t.Pod]
+		if c == nil {
+			out[i] = Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now(), Err: "pod has no address"}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = probe(ctx, c, t, period, period)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // record stores an observation and tells whether it is news the planner
@@ -337,6 +384,19 @@ func (cp *clusterProbe) record(o Observation) bool {
 	return !had || significant(prev, o) || !o.Reachable
 }
 
+// masterUnreachable tells whether a pod last seen as master did not
+// answer its last probe.
+func (cp *clusterProbe) masterUnreachable() bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, o := range cp.results {
+		if o.Role == "master" && !o.Reachable {
+			return true
+		}
+	}
+	return false
+}
+
 // keptData tells whether the pod at ip runs redis-server in a run that did
 // not lose its data. The caller holds cp.mu.
 func (cp *clusterProbe) keptData(ip string) bool {
@@ -369,92 +429,4 @@ func significant(a, b Observation) bool {
 		a.MasterLinkUp != b.MasterLinkUp || a.Loading != b.Loading || a.ReplID != b.ReplID || a.FailoverState != b.FailoverState ||
 		(a.Keys == 0) != (b.Keys == 0) || a.UptimeSeconds > b.UptimeSeconds || a.LostData != b.LostData ||
 		a.Cluster.signature() != b.Cluster.signature()
-}
-
-// ProbeOnce asks one pod's Redis for its replication state, within the
-// given timeout.
-func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Duration) Observation {
-	o := Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now()}
-	if t.IP == "" {
-		o.Err = "pod has no address"
-		return o
-	}
-	c := redis.NewClient(&redis.Options{
-		Addr: net.JoinHostPort(t.IP, "6379"), Password: password,
-		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-		MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-	})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	info, err := c.Info(ctx, "server", "replication", "persistence", "keyspace", "memory").Result()
-	if err != nil {
-		o.Err = err.Error()
-		return o
-	}
-	o.Reachable, o.LastSeen = true, time.Now()
-	parseInfo(info, &o)
-	if t.Cluster && !o.Loading {
-		if o.Cluster, err = probeCluster(ctx, c); err != nil {
-			o.Err = err.Error()
-		}
-	}
-	return o
-}
-
-// parseInfo reads the fields of INFO the planner needs.
-func parseInfo(info string, o *Observation) {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case k == "role":
-			o.Role = v
-		case k == "master_host":
-			o.MasterHost = v
-		case k == "master_link_status":
-			o.MasterLinkUp = v == "up"
-		case k == "connected_slaves":
-			o.ConnectedReplicas, _ = strconv.Atoi(v)
-		case k == "master_replid":
-			o.ReplID = v
-		case k == "master_replid2":
-			o.ReplID2 = v
-		case k == "second_repl_offset":
-			o.SecondReplOffset, _ = strconv.ParseInt(v, 10, 64)
-		case k == "master_link_down_since_seconds":
-			o.LinkDownSeconds, _ = strconv.ParseInt(v, 10, 64)
-		case k == "used_memory":
-			o.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
-		case k == "maxmemory":
-			o.MaxMemory, _ = strconv.ParseInt(v, 10, 64)
-		case k == "master_failover_state":
-			o.FailoverState = v
-		case k == "loading":
-			o.Loading = v == "1"
-		case k == "rdb_bgsave_in_progress":
-			o.Saving = v == "1"
-		case k == "aof_rewrite_in_progress":
-			o.Rewriting = v == "1"
-		case k == "run_id":
-			o.RunID = v
-		case k == "uptime_in_seconds":
-			o.UptimeSeconds, _ = strconv.ParseInt(v, 10, 64)
-		case k == "master_repl_offset" && o.Role != "slave":
-			o.Offset, _ = strconv.ParseInt(v, 10, 64)
-		case k == "slave_repl_offset":
-			o.Offset, _ = strconv.ParseInt(v, 10, 64)
-		case strings.HasPrefix(k, "db"):
-			// db0:keys=3,expires=0,avg_ttl=0
-			for _, part := range strings.Split(v, ",") {
-				if n, ok := strings.CutPrefix(part, "keys="); ok {
-					keys, _ := strconv.ParseInt(n, 10, 64)
-					o.Keys += keys
-				}
-			}
-		}
-	}
 }

@@ -59,6 +59,7 @@ func main() {
 	out := flag.String("out", "bench/results.json", "file to write the JSON report to")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime")
 	tags := flag.String("tags", "", "go test -tags")
+	timeout := flag.String("timeout", "", "go test -timeout (go test's default is 10m)")
 	flag.Parse()
 	pkgs := flag.Args()
 	if len(pkgs) == 0 {
@@ -68,6 +69,9 @@ func main() {
 	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", *benchtime}
 	if *tags != "" {
 		args = append(args, "-tags", *tags)
+	}
+	if *timeout != "" {
+		args = append(args, "-timeout", *timeout)
 	}
 	args = append(args, pkgs...)
 	cmd := exec.Command("go", args...)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -58,7 +59,14 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Capabilities tells the renderer what the cluster serves.
 	Capabilities CapabilitiesSource
+	// Workers is how many CacheClusters are reconciled at once; zero
+	// means DefaultWorkers.
+	Workers int
 }
+
+// DefaultWorkers is the day-one controller's default number of concurrent
+// reconciles: rendering is CPU work, applying waits on the API server.
+const DefaultWorkers = 2
 
 // scope carries what one reconcile learned, from step to step.
 type scope struct {
@@ -305,8 +313,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	registerPhaseMetric(mgr.GetCache())
 
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&cachev1alpha1.CacheCluster{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
@@ -364,7 +377,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // CacheOptions limits the manager's cache to the objects cacheops labels as
 // its own, so the operator does not hold every Secret, ConfigMap and Pod of
-// the cluster in memory.
+// the cluster in memory, and drops managedFields from every cached object:
+// no code reads them (server-side apply sends whole rendered objects, patches
+// are computed between two cached copies), and they are often the larger
+// part of a small object (docs/scale.md).
 func CacheOptions() cache.Options {
 	owned := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
@@ -374,5 +390,5 @@ func CacheOptions() cache.Options {
 	} {
 		byObject[obj] = cache.ByObject{Label: owned}
 	}
-	return cache.Options{ByObject: byObject}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }

@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -35,6 +36,8 @@ var (
 	k8s       client.Client
 	scheme    = kruntime.NewScheme()
 	mgrWrites = &writeCounter{}
+	// mgrCache is the manager's cache, for tests of what it holds.
+	mgrCache cache.Cache
 )
 
 // writeCounter counts the manager's write requests to the API server, so a
@@ -151,6 +154,7 @@ func runSuite(m *testing.M) int {
 		cancel()
 		<-done
 	}()
+	mgrCache = mgr.GetCache()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		fmt.Fprintln(os.Stderr, "cache did not sync")
 		return 1

@@ -305,6 +305,18 @@ func TestChartValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "worker counts",
+			values: "manager: {dayOneWorkers: 3, dayTwoWorkers: 8}",
+			check: func(t *testing.T, r rendered) {
+				flags := parseArgs(t, managerContainer(t, deployment(t, r)).Args)
+				for name, want := range map[string]string{"dayone-workers": "3", "daytwo-workers": "8"} {
+					if got := flags.Lookup(name).Value.String(); got != want {
+						t.Errorf("--%s: got %s, want %s", name, got, want)
+					}
+				}
+			},
+		},
+		{
 			name:   "leader election off",
 			values: "leaderElection: {enabled: false}",
 			check: func(t *testing.T, r rendered) {

@@ -35,6 +35,9 @@ type NodeOptions struct {
 	Name string
 	// Zone is the node's topology.kubernetes.io/zone label.
 	Zone string
+	// MaxPods is the node's pod capacity; default 110, the kubelet's.
+	// A benchmark of hundreds of clusters needs more.
+	MaxPods int
 }
 
 // processNode is a virtual-kubelet node whose pods are local processes.
@@ -86,10 +89,14 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 		}
 		pc.Node.Labels[corev1.LabelOSStable] = "linux"
 		pc.Node.Labels["cache.cacheops.io/process-node"] = "true"
+		maxPods := o.MaxPods
+		if maxPods <= 0 {
+			maxPods = 110
+		}
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("64"),
 			corev1.ResourceMemory: resource.MustParse("256Gi"),
-			corev1.ResourcePods:   resource.MustParse("110"),
+			corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 		}
 		pc.Node.Status.Capacity, pc.Node.Status.Allocatable = capacity, capacity
 		pc.Node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}

@@ -1,0 +1,268 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// The probe tests run real redis-server processes on 127.0.200.x, an
+// address range no other package's tests use.
+
+// server is one redis-server on ip:6379.
+type server struct {
+	ip, password, dir string
+	cmd               *exec.Cmd
+}
+
+func startServer(t *testing.T, ip, password string) *server {
+	t.Helper()
+	s := &server{ip: ip, password: password, dir: t.TempDir()}
+	s.start(t)
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *server) start(t *testing.T) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is needed (hack/install-deps.sh installs it): %v", err)
+	}
+	args := []string{"--bind", s.ip, "--port", "6379", "--protected-mode", "no", "--save", "", "--dir", s.dir}
+	if s.password != "" {
+		args = append(args, "--requirepass", s.password)
+	}
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", net.JoinHostPort(s.ip, "6379")); err == nil {
+			c.Close()
+			return
+		}
+		if i == 200 {
+			t.Fatalf("redis-server on %s does not listen", s.ip)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (s *server) kill() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// connectionsReceived reads total_connections_received on a connection
+// of its own (counted too).
+func (s *server) connectionsReceived(t *testing.T) int {
+	t.Helper()
+	c := newConn(s.ip, s.password)
+	defer c.close()
+	info, err := c.do(context.Background(), encodeCommand("INFO", "stats"), time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_connections_received:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no total_connections_received in INFO stats")
+	return 0
+}
+
+// TestProbesReuseOneConnection: a pod probed many times is dialed once.
+func TestProbesReuseOneConnection(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.1", "secret")
+	c := newConn(s.ip, s.password)
+	defer c.close()
+	target := Target{Pod: "c-0", IP: s.ip}
+	o := probe(context.Background(), c, target, time.Second, time.Second)
+	g.Expect(o.Reachable).To(BeTrue(), o.Err)
+	before := s.connectionsReceived(t)
+	for range 20 {
+		o = probe(context.Background(), c, target, time.Second, time.Second)
+		g.Expect(o.Reachable).To(BeTrue(), o.Err)
+		g.Expect(o.Role).To(Equal("master"))
+		g.Expect(o.RunID).NotTo(BeEmpty())
+	}
+	// Only the connection that read the counter again was made since.
+	g.Expect(s.connectionsReceived(t)).To(Equal(before + 1))
+}
+
+// TestAFrozenPodTimesOutOnAnOpenConnection: a process stopped while the
+// connection is open answers nothing; the probe ends at its timeout as
+// unreachable, as a new dial to it does, and the pod is seen again once
+// it runs.
+func TestAFrozenPodTimesOutOnAnOpenConnection(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.2", "")
+	c := newConn(s.ip, "")
+	defer c.close()
+	target := Target{Pod: "c-0", IP: s.ip}
+	g.Expect(probe(context.Background(), c, target, time.Second, time.Second).Reachable).To(BeTrue())
+
+	g.Expect(s.cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
+	o := probe(context.Background(), c, target, 200*time.Millisecond, time.Second)
+	g.Expect(o.Reachable).To(BeFalse())
+	g.Expect(o.Err).To(ContainSubstring("i/o timeout"))
+	fresh := ProbeOnce(context.Background(), target, "", 200*time.Millisecond)
+	g.Expect(fresh.Reachable).To(BeFalse())
+	g.Expect(fresh.Err).To(ContainSubstring("i/o timeout"), "a new connection times out alike")
+
+	g.Expect(s.cmd.Process.Signal(syscall.SIGCONT)).To(Succeed())
+	// The backoff lets the next dial through a period after the failure.
+	c.retryAt = time.Time{}
+	g.Expect(probe(context.Background(), c, target, time.Second, time.Second).Reachable).To(BeTrue())
+}
+
+// TestARestartedPodIsSeenAtOnce: the connection of a server that was
+// killed and started again is broken; the probe dials again and sees the
+// new run, not a moment of unreachability a new connection would not
+// have seen.
+func TestARestartedPodIsSeenAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.3", "pw")
+	c := newConn(s.ip, "pw")
+	defer c.close()
+	target := Target{Pod: "c-0", IP: s.ip}
+	first := probe(context.Background(), c, target, time.Second, time.Second)
+	g.Expect(first.Reachable).To(BeTrue(), first.Err)
+	s.kill()
+	s.start(t)
+	again := probe(context.Background(), c, target, time.Second, time.Second)
+	g.Expect(again.Reachable).To(BeTrue(), again.Err)
+	g.Expect(again.RunID).NotTo(Equal(first.RunID))
+}
+
+// TestADownPodIsRedialedWithBackoff: a pod that refuses connections is
+// not dialed again before the backoff, which never exceeds
+// maxRedialPeriods periods.
+func TestADownPodIsRedialedWithBackoff(t *testing.T) {
+	g := NewWithT(t)
+	c := newConn("127.0.200.4", "")
+	period := time.Hour
+	_, err := c.do(context.Background(), infoCommand, time.Second, period)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(errors.Is(err, errBackoff)).To(BeFalse(), "the first attempt dials")
+	_, err = c.do(context.Background(), infoCommand, time.Second, period)
+	g.Expect(errors.Is(err, errBackoff)).To(BeTrue(), "the second waits")
+	for range 10 {
+		c.retryAt = time.Time{}
+		_, _ = c.do(context.Background(), infoCommand, time.Second, period)
+	}
+	g.Expect(time.Until(c.retryAt)).To(BeNumerically("<=", maxRedialPeriods*period))
+
+	// A wrong password is a failed attempt too.
+	s := startServer(t, "127.0.200.5", "right")
+	wrong := newConn(s.ip, "wrong")
+	_, err = wrong.do(context.Background(), infoCommand, time.Second, time.Second)
+	g.Expect(err).To(MatchError(ContainSubstring("AUTH")))
+	g.Expect(wrong.nc).To(BeNil())
+}
+
+func TestReadReply(t *testing.T) {
+	for _, tc := range []struct {
+		name, given, want, wantErr string
+	}{
+		{name: "bulk", given: "$5\r\nhello\r\n", want: "hello"},
+		{name: "empty bulk", given: "$0\r\n\r\n", want: ""},
+		{name: "bulk longer than the reader's buffer", given: "$1100\r\n" + strings.Repeat("x", 1100) + "\r\n", want: strings.Repeat("x", 1100)},
+		{name: "simple", given: "+OK\r\n", want: "OK"},
+		{name: "integer", given: ":42\r\n", want: "42"},
+		{name: "error", given: "-NOAUTH Authentication required.\r\n", wantErr: "redis: NOAUTH Authentication required."},
+		{name: "nil bulk", given: "$-1\r\n", wantErr: "malformed bulk length"},
+		{name: "array", given: "*1\r\n$1\r\na\r\n", wantErr: "unexpected reply type"},
+		{name: "no CRLF after the bulk", given: "$2\r\nabXY", wantErr: "not ended by CRLF"},
+		{name: "too long", given: "$99999999999\r\n", wantErr: "malformed bulk length"},
+		{name: "cut short", given: "$10\r\nabc", wantErr: "EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := readReply(bufio.NewReaderSize(strings.NewReader(tc.given), 512))
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+// TestAProbeAllocatesOnlyTheAnswer: on an open connection a probe
+// allocates the INFO answer and little else.
+func TestAProbeAllocatesOnlyTheAnswer(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.6", "")
+	c := newConn(s.ip, "")
+	defer c.close()
+	ctx := context.Background()
+	_, err := c.do(ctx, infoCommand, time.Second, time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := c.do(ctx, infoCommand, time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The answer, and what the net package allocates for a deadline.
+	g.Expect(allocs).To(BeNumerically("<=", 3))
+}
+
+// TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster: rounds
+// of probes reuse one connection per pod; when the master stops
+// answering, the wake-up says it is urgent.
+func TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.7", "pw")
+	p := NewProber()
+	defer p.Stop()
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, "pw", 20*time.Millisecond)
+	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }).Should(BeTrue())
+	first := <-p.Events()
+	g.Expect(first.Object).To(Equal(Wake{Key: key}), "news, not trouble")
+	before := s.connectionsReceived(t)
+	seen := p.Observations(key)["c-0"].ProbedAt
+	g.Eventually(func() time.Time { return p.Observations(key)["c-0"].ProbedAt }).Should(BeTemporally(">", seen.Add(200*time.Millisecond)), "ten rounds or more")
+	g.Expect(s.connectionsReceived(t)).To(Equal(before+1), "only the counter's own connection")
+
+	s.kill()
+	g.Eventually(func() bool {
+		for {
+			select {
+			case e := <-p.Events():
+				if e.Object.Urgent {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	}).Should(BeTrue())
+}

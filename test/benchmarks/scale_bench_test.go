@@ -1,0 +1,303 @@
+//go:build e2e
+
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// BenchmarkScale runs one manager against many CacheClusters of real
+// redis-server pods (3 each, maxmemory 8mb, probeTimeoutSeconds 1) on the
+// process-backed cluster. "baseline" is a lone cluster; "fleet" is
+// SCALE_CLUSTERS of them (default 100) on the same control plane and the
+// same manager, measured right after. For each: the time to Ready (fleet:
+// all of them, from the first create), the manager's RSS and CPU in steady
+// state, its API requests per minute in steady state split into reads and
+// writes, and the failover time of one cluster's master (kill → first
+// write a replica acknowledged) over SCALE_FAILOVERS failovers (default
+// 5). The fleet also reports the manager's peak RSS and the time to settle
+// after a restart of the manager (every cluster reconciled again by both
+// controllers and both queues empty), and leaves CPU and heap profiles of
+// the manager in steady state in bench/scale-*.pprof with their top items
+// in bench/scale-*-top.txt. Run with -benchtime 1x.
+func BenchmarkScale(b *testing.B) {
+	n := envInt("SCALE_CLUSTERS", 100)
+	failovers := envInt("SCALE_FAILOVERS", 5)
+	steady := time.Duration(envInt("SCALE_STEADY_SECONDS", 60)) * time.Second
+	env := startScaleEnv(b, n, false)
+	defer env.stop(b)
+
+	b.Run("baseline", func(b *testing.B) {
+		b.StopTimer()
+		t0 := time.Now()
+		cc := env.create(b, "lone", "fo")
+		waitReplicas(b, env.k8s, cc, 3)
+		b.ReportMetric(time.Since(t0).Seconds(), "ready_s")
+		env.settle(b)
+		env.reportSteady(b, steady)
+		env.reportFailovers(b, cc, failovers)
+		// The fleet is measured without it.
+		_ = env.k8s.Delete(context.Background(), cc)
+	})
+
+	b.Run("fleet", func(b *testing.B) {
+		b.StopTimer()
+		t0 := time.Now()
+		var all []*cachev1alpha1.CacheCluster
+		for i := 0; i < n; i++ {
+			all = append(all, env.create(b, fmt.Sprintf("team-%03d", i), "fo"))
+		}
+		b.Logf("created %d CacheClusters in %s", n, time.Since(t0).Round(time.Millisecond))
+		limit := time.Duration(envInt("SCALE_READY_MINUTES", 10)) * time.Minute
+		if ready := env.waitAllReady(b, n, limit); ready < n {
+			// Measured all the same: what a fleet that never settles
+			// costs is a figure too.
+			b.Logf("only %d of %d CacheClusters were Ready at once within %s", ready, n, limit)
+			b.ReportMetric(float64(ready), "most_ready_at_once")
+		} else {
+			b.ReportMetric(time.Since(t0).Seconds(), "ready_s")
+			b.Logf("all %d CacheClusters Ready %s after the first create", n, time.Since(t0).Round(time.Second))
+		}
+		b.ReportMetric(float64(n), "clusters")
+		env.settle(b)
+		env.reportSteady(b, steady)
+		env.profile(b, "fleet")
+		env.reportFailovers(b, all[0], failovers)
+		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
+		b.ReportMetric(env.restartSettle(b, n).Seconds(), "restart_settle_s")
+	})
+}
+
+// BenchmarkScaleControlPlane runs the manager against SCALE_CP_CLUSTERS
+// CacheClusters (default 1000) on the control plane alone: the objects
+// are rendered and applied, no pod ever runs. "baseline" is one cluster.
+// It reports the manager's RSS (and peak) and CPU once the queues are
+// empty, its API requests per minute then, and the reconcile latency: from
+// a CacheCluster's create to day-one's first status (observedGeneration),
+// read every second, median and worst.
+func BenchmarkScaleControlPlane(b *testing.B) {
+	n := envInt("SCALE_CP_CLUSTERS", 1000)
+	steady := time.Duration(envInt("SCALE_STEADY_SECONDS", 60)) * time.Second
+	env := startScaleEnv(b, n, true)
+	defer env.stop(b)
+	run := func(b *testing.B, prefix string, count int) {
+		b.StopTimer()
+		created := map[string]time.Time{}
+		for i := 0; i < count; i++ {
+			cc := env.create(b, fmt.Sprintf("%s-%04d", prefix, i), "cp")
+			created[cc.Namespace] = time.Now()
+		}
+		lat := env.waitObserved(b, created, 15*time.Minute)
+		p50, worst := quantiles(lat)
+		b.ReportMetric(p50.Seconds(), "reconcile_latency_p50_s")
+		b.ReportMetric(worst.Seconds(), "reconcile_latency_max_s")
+		env.settle(b)
+		env.reportSteady(b, steady)
+		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
+	}
+	b.Run("baseline", func(b *testing.B) { run(b, "one", 1) })
+	b.Run("thousand", func(b *testing.B) {
+		run(b, "cp", n)
+		env.profile(b, "controlplane")
+	})
+}
+
+// waitObserved waits until every CacheCluster created (by namespace, at
+// the time given) carries day-one's status for its generation and
+// returns each one's latency.
+func (e *scaleEnv) waitObserved(b *testing.B, created map[string]time.Time, limit time.Duration) []time.Duration {
+	deadline := time.Now().Add(limit)
+	seen := map[string]time.Duration{}
+	for time.Now().Before(deadline) {
+		list := &cachev1alpha1.CacheClusterList{}
+		if err := e.k8s.List(context.Background(), list); err == nil {
+			now := time.Now()
+			for _, cc := range list.Items {
+				t0, ok := created[cc.Namespace]
+				if _, done := seen[cc.Namespace]; ok && !done && cc.Status.ObservedGeneration == cc.Generation {
+					seen[cc.Namespace] = now.Sub(t0)
+				}
+			}
+		}
+		if len(seen) == len(created) {
+			var out []time.Duration
+			for _, d := range seen {
+				out = append(out, d)
+			}
+			return out
+		}
+		time.Sleep(time.Second)
+	}
+	b.Fatalf("%d of %d CacheClusters reconciled within %s", len(seen), len(created), limit)
+	return nil
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// create makes a namespace and a small CacheCluster in it.
+func (e *scaleEnv) create(b *testing.B, ns, name string) *cachev1alpha1.CacheCluster {
+	ctx := context.Background()
+	if err := e.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	three := int32(3)
+	cc := &cachev1alpha1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three,
+			Config:           map[string]cachev1alpha1.ConfigValue{"maxmemory": "8mb"},
+			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: int32(detection.Seconds())}},
+	}
+	if err := e.k8s.Create(ctx, cc); err != nil {
+		b.Fatal(err)
+	}
+	return cc
+}
+
+// waitAllReady waits until n CacheClusters are Running and Ready at once,
+// for at most limit, and returns the most that were.
+func (e *scaleEnv) waitAllReady(b *testing.B, n int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	last, most := -1, 0
+	for time.Now().Before(deadline) {
+		list := &cachev1alpha1.CacheClusterList{}
+		if err := e.k8s.List(context.Background(), list); err == nil {
+			ready := 0
+			for _, cc := range list.Items {
+				if cc.Status.Phase == cachev1alpha1.PhaseRunning && meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionReady) {
+					ready++
+				}
+			}
+			most = max(most, ready)
+			if ready >= n {
+				return ready
+			}
+			if ready/25 != last/25 {
+				b.Logf("%d of %d Ready", ready, n)
+				last = ready
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return most
+}
+
+// reportFailovers kills the cluster's master k times, waiting for a full
+// set of linked replicas between two kills, and reports the median and
+// worst time from the kill to the first acknowledged write.
+func (e *scaleEnv) reportFailovers(b *testing.B, cc *cachev1alpha1.CacheCluster, k int) {
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	if err := e.k8s.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: cc.Name + "-auth"}, secret); err != nil {
+		b.Fatal(err)
+	}
+	sc := &serviceClient{k8s: e.k8s, ns: cc.Namespace, service: cc.Name, password: string(secret.Data["password"])}
+	defer sc.Close()
+	var runs []time.Duration
+	timeouts := 0
+	for i := 0; i < k; i++ {
+		master := waitReplicas(b, e.k8s, cc, 3)
+		if _, err := ackedWrite(ctx, sc, 30*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := e.c.KillContainer(cc.Namespace, master, "redis"); err != nil {
+			b.Fatal(err)
+		}
+		const limit = 60 * time.Second
+		at, err := ackedWrite(ctx, sc, limit)
+		if err != nil {
+			// Counted at the limit, and reported: a figure, not a
+			// crash of the benchmark.
+			timeouts++
+			at = start.Add(limit)
+		}
+		runs = append(runs, at.Sub(start))
+		b.Logf("%s/%s failover %d: %s (%v)", cc.Namespace, cc.Name, i+1, at.Sub(start).Round(time.Millisecond), err)
+	}
+	b.ReportMetric(float64(timeouts), "failovers_over_60s")
+	p50, worst := quantiles(runs)
+	b.ReportMetric(p50.Seconds(), "failover_p50_s")
+	b.ReportMetric(worst.Seconds(), "failover_max_s")
+}
+
+// reportSteady measures the manager over a window of steady state: CPU
+// (share of one core), RSS, and API requests per minute.
+func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
+	before := e.scrape(b)
+	cpu0, t0 := e.cpuSeconds(), time.Now()
+	time.Sleep(window)
+	cpu1, elapsed := e.cpuSeconds(), time.Since(t0)
+	after := e.scrape(b)
+	reads, writes := requestDelta(before, after)
+	minutes := elapsed.Minutes()
+	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "cpu_pct")
+	b.ReportMetric(e.rss(), "rss_MiB")
+	b.ReportMetric(reads/minutes, "reads_per_min")
+	b.ReportMetric(writes/minutes, "writes_per_min")
+	b.Logf("steady state over %s: %.1f%% of a core, %.1f MiB, %.0f reads and %.0f writes per minute",
+		elapsed.Round(time.Second), 100*(cpu1-cpu0)/elapsed.Seconds(), e.rss(), reads/minutes, writes/minutes)
+}
+
+// settle waits for both controllers' queues to hold nothing to do now,
+// then a little more, so the window measures the steady state and not the
+// tail of the start.
+func (e *scaleEnv) settle(b *testing.B) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		m := e.scrape(b)
+		if sumSeries(m, "workqueue_depth", "") == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(10 * time.Second)
+}
+
+// restartSettle stops the manager, starts it again and returns how long
+// it took until both controllers had reconciled every cluster and their
+// queues were empty.
+func (e *scaleEnv) restartSettle(b *testing.B, n int) time.Duration {
+	e.stopManager()
+	t0 := time.Now()
+	e.startManager(b)
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		m, err := e.tryScrape()
+		if err == nil {
+			done := true
+			for _, ctl := range []string{"cachecluster-dayone", "cachecluster-daytwo"} {
+				if sumSeries(m, "controller_runtime_reconcile_total", `controller="`+ctl+`"`) < float64(n) ||
+					sumSeries(m, "workqueue_depth", `name="`+ctl+`"`) > 0 {
+					done = false
+				}
+			}
+			if done {
+				return time.Since(t0)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.Fatal("the restarted manager did not settle within 10 minutes")
+	return 0
+}
+
+// benchDir is where profiles go, beside the JSON of make bench.
+func benchDir() string { return filepath.Join(repoRoot(), "bench") }

@@ -1,0 +1,265 @@
+//go:build e2e
+
+package benchmarks
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/test/cluster"
+)
+
+// scaleEnv is the process-backed cluster and one manager process whose
+// metrics and pprof endpoints the benchmark reads.
+type scaleEnv struct {
+	c                    *cluster.Cluster
+	dir                  string
+	k8s                  client.Client
+	manager              string
+	metricsAddr, pprofAd string
+	cmd                  *exec.Cmd
+	logf                 *os.File
+}
+
+// startScaleEnv starts a cluster whose three nodes hold n clusters' pods
+// and more (or only the control plane: no node, pods are never scheduled),
+// and the manager.
+func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
+	root := repoRoot()
+	bin := filepath.Join(root, "bin")
+	e := &scaleEnv{manager: filepath.Join(bin, "manager")}
+	build := exec.Command("go", "build", "-o", e.manager, "./cmd/manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building manager: %v\n%s", err, out)
+	}
+	// Every pod fits on any node: three per cluster, and room to restart.
+	maxPods := 3*(n+1) + 30
+	var nodes []cluster.NodeOptions
+	for _, z := range []string{"a", "b", "c"} {
+		nodes = append(nodes, cluster.NodeOptions{Name: "node-" + z, Zone: "zone-" + z, MaxPods: maxPods})
+	}
+	dir, err := os.MkdirTemp("", "cacheops-bench-scale-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := cluster.Start(context.Background(), cluster.Options{
+		Dir: dir, BinDir: bin,
+		CRDDirectories:   []string{filepath.Join(root, "charts", "cacheops", "crds")},
+		Nodes:            nodes,
+		Bridge:           "cacheopsscale",
+		PodCIDR:          "10.247.0.0/16",
+		ControlPlaneOnly: controlPlaneOnly,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.c, e.dir = c, dir
+	b.Logf("cluster state and logs in %s (removed when the benchmark passes)", dir)
+	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	e.pprofAd = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	if e.logf, err = os.Create(filepath.Join(dir, "manager.log")); err != nil {
+		b.Fatal(err)
+	}
+	e.startManager(b)
+	scheme := kruntime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = cachev1alpha1.AddToScheme(scheme)
+	cfg := c.Config()
+	cfg.QPS, cfg.Burst = 200, 400
+	if e.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func (e *scaleEnv) startManager(b *testing.B) {
+	cmd := exec.Command(e.manager, "--metrics-bind-address="+e.metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address="+e.pprofAd)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.c.Kubeconfig())
+	cmd.Stdout, cmd.Stderr = e.logf, e.logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	e.cmd = cmd
+}
+
+func (e *scaleEnv) stopManager() {
+	if e.cmd == nil {
+		return
+	}
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-done
+	}
+	e.cmd = nil
+}
+
+// stop leaves nothing running: the manager, then every pod and the
+// control plane.
+func (e *scaleEnv) stop(b *testing.B) {
+	e.stopManager()
+	e.c.Stop()
+	_ = e.logf.Close()
+	if !b.Failed() {
+		_ = os.RemoveAll(e.dir)
+	}
+}
+
+// procStatus reads one field (in kB) of the manager's /proc/PID/status.
+func (e *scaleEnv) procStatus(field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			if f := strings.Fields(line); len(f) > 1 {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				return kb
+			}
+		}
+	}
+	return 0
+}
+
+func (e *scaleEnv) rss() float64     { return e.procStatus("VmRSS") / 1024 }
+func (e *scaleEnv) peakRSS() float64 { return e.procStatus("VmHWM") / 1024 }
+
+// cpuSeconds is the manager's user and system time so far.
+func (e *scaleEnv) cpuSeconds() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses: state
+	// is field 3, utime 14 and stime 15, in clock ticks (USER_HZ, 100).
+	rest := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	ut, _ := strconv.ParseFloat(rest[11], 64)
+	st, _ := strconv.ParseFloat(rest[12], 64)
+	return (ut + st) / 100
+}
+
+// scrape reads the manager's metrics endpoint: every series by its name
+// and labels as written.
+func (e *scaleEnv) scrape(b *testing.B) map[string]float64 {
+	m, err := e.tryScrape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func (e *scaleEnv) tryScrape() (map[string]float64, error) {
+	resp, err := http.Get("http://" + e.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// sumSeries adds the series of one metric whose labels contain the given
+// text.
+func sumSeries(m map[string]float64, name, labels string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if (k == name || strings.HasPrefix(k, name+"{")) && strings.Contains(k, labels) {
+			total += v
+		}
+	}
+	return total
+}
+
+// requestDelta counts the manager's API requests between two scrapes:
+// GET (gets, lists) are reads, every other verb a write. Watches are long
+// requests counted when they start.
+func requestDelta(before, after map[string]float64) (reads, writes float64) {
+	for k, v := range after {
+		if !strings.HasPrefix(k, "rest_client_requests_total{") {
+			continue
+		}
+		d := v - before[k]
+		if strings.Contains(k, `method="GET"`) {
+			reads += d
+		} else {
+			writes += d
+		}
+	}
+	return reads, writes
+}
+
+// profile saves a CPU profile (20 s) and a heap profile of the manager
+// into bench/, with their top items beside them.
+func (e *scaleEnv) profile(b *testing.B, name string) {
+	if err := os.MkdirAll(benchDir(), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []struct{ kind, path string }{{"cpu", "profile?seconds=20"}, {"heap", "heap"}} {
+		file := filepath.Join(benchDir(), fmt.Sprintf("scale-%s-%s.pprof", name, p.kind))
+		resp, err := http.Get("http://" + e.pprofAd + "/debug/pprof/" + p.path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(f, resp.Body)
+		resp.Body.Close()
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		args := []string{"tool", "pprof", "-top", "-nodecount=25"}
+		if p.kind == "heap" {
+			args = append(args, "-sample_index=inuse_space")
+		}
+		top, err := exec.Command("go", append(args, file)...).CombinedOutput()
+		if err != nil {
+			b.Logf("go tool pprof %s: %v", file, err)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(file, ".pprof")+"-top.txt", top, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
