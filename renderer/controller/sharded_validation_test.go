@@ -76,7 +76,9 @@ func TestAdmissionKeepsShardLayoutImmutable(t *testing.T) {
 	// Writing down the default changes nothing, so it is allowed, as is
 	// any other field.
 	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.ReplicasPerShard = ptr.To[int32](1) })).To(Succeed())
-	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Engine, c.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1" })).To(Succeed())
+	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) {
+		c.Spec.Engine, c.Spec.Version = cachev1alpha1.EngineValkey, "8.0.1"
+	})).To(Succeed())
 	// kubectl scale goes through spec.replicas, which a sharded cluster
 	// does not use.
 	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Replicas = ptr.To[int32](8) })).
