@@ -31,10 +31,12 @@ const usage = `usage: kubectl cache COMMAND ...
            print the objects the operator applies for the CacheCluster(s) in
            FILE ("-" reads standard input); --values prints the chart values
            instead, for helm template charts/cachecluster -f <values>
-  plan --base FILE|DIR|REV --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
+  plan [--base FILE|DIR|REV] --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
            what a change does to each CacheCluster: the day-two operations
            it triggers in order, with the pods they restart and the
-           switchovers, and the diff of the rendered objects
+           switchovers, and the diff of the rendered objects; --live plans
+           from the live spec and reports how it differs from --base
+           (without --base: from the live CacheClusters)
   status NAME [-n NAMESPACE]
            a live cluster's phase, pods, roles, operation and conditions
   switchover NAME [--to POD] [--wait DURATION] [-n NAMESPACE]
