@@ -46,10 +46,11 @@ const usage = `usage: kubectl cache COMMAND ...
            take a backup now: a CacheBackup that day-two streams to the
            cluster's spec.backup.s3 or spec.backup.pvc when no other
            operation runs
-  recommend NAME --repo DIR --path FILE [--branch B] [--from FILE] [-n NAMESPACE]
+  recommend NAME --repo DIR --path FILE [--branch B] [--remote R] [--no-push] [--from FILE] [-n NAMESPACE]
            write the cluster's status.recommendations into its manifest in
-           a git checkout (comments kept) and commit them on a new branch,
-           with the evidence in the message, for a pull request`
+           a git checkout (comments kept), commit them on a new branch with
+           the evidence in the message and push it to the remote (origin),
+           for a pull request; --no-push only commits`
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
