@@ -116,17 +116,18 @@ func (w *workflow) install(t *testing.T) {
 	g.Expect(k8s.List(ctx, leases, client.InNamespace(nsOperator))).To(Succeed())
 	g.Expect(leases.Items).To(ContainElement(HaveField("Spec.HolderIdentity", HaveValue(HavePrefix(mgr.Name)))))
 
-	// The waves held: the teams' Applications were created only after the
-	// operator's pod was ready (the Application health check), so their
-	// CacheClusters never met a missing CRD.
+	// The waves held for the CRD: the teams' Applications were created
+	// only after it, so their CacheClusters never met a missing kind. (They
+	// need not wait for the manager pod: a CacheCluster waits for it.)
 	ready := podReadySince(mgr)
 	for _, app := range []string{appA, appB} {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(argocd.ApplicationGVK)
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: argocd.Namespace, Name: app}, u)).To(Succeed())
-		g.Expect(u.GetCreationTimestamp().Time).NotTo(BeTemporally("<", ready.Truncate(time.Second)),
-			"Application %s was created before the manager pod was ready (%s)", app, ready)
-		t.Logf("Application %s created %s after the manager pod became ready", app, u.GetCreationTimestamp().Sub(ready.Truncate(time.Second)))
+		g.Expect(u.GetCreationTimestamp().Time).NotTo(BeTemporally("<", crd.GetCreationTimestamp().Time),
+			"Application %s was created before the CRD", app)
+		t.Logf("Application %s created %s after the CRD, %s after the manager pod became ready", app,
+			u.GetCreationTimestamp().Sub(crd.GetCreationTimestamp().Time), u.GetCreationTimestamp().Sub(ready.Truncate(time.Second)))
 	}
 
 	// The CacheCluster's health came from the shipped script: Argo CD has
