@@ -14,3 +14,11 @@ var CacheCluster embed.FS
 
 // CacheClusterRoot is the folder of the chart inside CacheCluster.
 const CacheClusterRoot = "cachecluster"
+
+// CacheClusterCRD is the CacheCluster CRD of the operator chart
+// (charts/cacheops/crds), for tools that need its schema without an API
+// server: the CLI fills in its defaults before comparing a manifest from git
+// with the object the API server stored.
+//
+//go:embed cacheops/crds/cache.cacheops.io_cacheclusters.yaml
+var CacheClusterCRD []byte

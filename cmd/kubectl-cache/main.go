@@ -31,10 +31,12 @@ const usage = `usage: kubectl cache COMMAND ...
            print the objects the operator applies for the CacheCluster(s) in
            FILE ("-" reads standard input); --values prints the chart values
            instead, for helm template charts/cachecluster -f <values>
-  plan --base FILE|DIR|REV --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
+  plan [--base FILE|DIR|REV] --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
            what a change does to each CacheCluster: the day-two operations
            it triggers in order, with the pods they restart and the
-           switchovers, and the diff of the rendered objects
+           switchovers, and the diff of the rendered objects; --live plans
+           from the live spec and reports how it differs from --base
+           (without --base: from the live CacheClusters)
   status NAME [-n NAMESPACE]
            a live cluster's phase, pods, roles, operation and conditions
   switchover NAME [--to POD] [--wait DURATION] [-n NAMESPACE]
@@ -44,10 +46,11 @@ const usage = `usage: kubectl cache COMMAND ...
            take a backup now: a CacheBackup that day-two streams to the
            cluster's spec.backup.s3 or spec.backup.pvc when no other
            operation runs
-  recommend NAME --repo DIR --path FILE [--branch B] [--from FILE] [-n NAMESPACE]
+  recommend NAME --repo DIR --path FILE [--branch B] [--remote R] [--no-push] [--from FILE] [-n NAMESPACE]
            write the cluster's status.recommendations into its manifest in
-           a git checkout (comments kept) and commit them on a new branch,
-           with the evidence in the message, for a pull request`
+           a git checkout (comments kept), commit them on a new branch with
+           the evidence in the message and push it to the remote (origin),
+           for a pull request; --no-push only commits`
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {

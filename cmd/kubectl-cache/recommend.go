@@ -15,7 +15,8 @@ import (
 )
 
 // recommendCmd commits a cluster's status.recommendations on a new branch
-// of a git checkout (package recommend).
+// of a git checkout and pushes it to the checkout's remote, for a pull
+// request (package recommend); --no-push only commits.
 func recommendCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("recommend", flag.ContinueOnError)
 	var lf liveFlags
@@ -24,6 +25,8 @@ func recommendCmd(args []string, stdout io.Writer) error {
 	path := fs.String("path", "", "the manifest holding the CacheCluster, relative to --repo")
 	branch := fs.String("branch", "", "the branch to commit on (default: cacheops/recommend-NAMESPACE-NAME-TIME)")
 	from := fs.String("from", "", "read the CacheCluster (with its status) from this file instead of the cluster, e.g. kubectl get cc NAME -o yaml")
+	remote := fs.String("remote", "origin", "the git remote to push the branch to")
+	noPush := fs.Bool("no-push", false, "only commit on the new branch; push it yourself")
 	name, err := parseNameFirst(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +49,14 @@ func recommendCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "committed %s on branch %s in %s; push it and open a pull request:\n  git -C %s push -u origin %s\n", commit[:12], *branch, *repo, *repo, *branch)
+	if *noPush {
+		fmt.Fprintf(stdout, "committed %s on branch %s in %s; push it and open a pull request:\n  git -C %s push -u %s %s\n", commit[:12], *branch, *repo, *repo, *remote, *branch)
+		return nil
+	}
+	if err := recommend.Push(*repo, *remote, *branch); err != nil {
+		return fmt.Errorf("committed %s on branch %s in %s, but pushing it failed: %w", commit[:12], *branch, *repo, err)
+	}
+	fmt.Fprintf(stdout, "committed %s on branch %s in %s and pushed it to %s; open a pull request from %s\n", commit[:12], *branch, *repo, *remote, *branch)
 	return nil
 }
 

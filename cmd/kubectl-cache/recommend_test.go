@@ -36,8 +36,9 @@ data:
   maxmemory: 100mb
 `
 
-// recommend reads the cluster from --from and commits on the branch of
-// --branch (the edit and the commit are tested in package recommend).
+// recommend reads the cluster from --from, commits on the branch of
+// --branch and pushes it to the remote, a bare repository (the edit and
+// the commit are tested in package recommend); --no-push only commits.
 func TestRecommendCommitsOnANewBranch(t *testing.T) {
 	g := NewWithT(t)
 	repo := t.TempDir()
@@ -51,6 +52,16 @@ func TestRecommendCommitsOnANewBranch(t *testing.T) {
 	writeFile(t, filepath.Join(repo, "clusters"), "shop.yaml", manifest)
 	gitIn("add", ".")
 	gitIn("commit", "-qm", "shop")
+	// The remote: a bare repository, as a git server holds it.
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	init, err := exec.Command("git", "init", "-q", "--bare", "-b", "main", origin).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(init))
+	gitIn("remote", "add", "origin", origin)
+	gitIn("push", "-q", "origin", "main")
+	inOrigin := func(args ...string) (string, error) {
+		out, err := exec.Command("git", append([]string{"-C", origin}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
 
 	// The CacheCluster as `kubectl get cc shop -o yaml` shows it.
 	cc := &cachev1alpha1.CacheCluster{}
@@ -69,11 +80,30 @@ func TestRecommendCommitsOnANewBranch(t *testing.T) {
 	g.Expect(run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", writeFile(t, t.TempDir(), "none.yaml", string(none))}, nil, &out)).To(Succeed())
 	g.Expect(out.String()).To(Equal("CacheCluster prod/shop has no recommendation; nothing to do\n"))
 
+	// --no-push: only the local commit.
 	out.Reset()
-	g.Expect(run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", from, "--branch", "cacheops/shop-memory"}, nil, &out)).To(Succeed())
+	g.Expect(run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", from, "--branch", "cacheops/shop-memory", "--no-push"}, nil, &out)).To(Succeed())
 	sha := gitIn("rev-parse", "HEAD")
 	g.Expect(out.String()).To(Equal("committed " + sha[:12] + " on branch cacheops/shop-memory in " + repo + "; push it and open a pull request:\n  git -C " + repo + " push -u origin cacheops/shop-memory\n"))
 	g.Expect(gitIn("rev-parse", "--abbrev-ref", "HEAD")).To(Equal("cacheops/shop-memory"))
+	_, err = inOrigin("rev-parse", "--verify", "refs/heads/cacheops/shop-memory")
+	g.Expect(err).To(HaveOccurred(), "--no-push pushed the branch")
+
+	// By default the branch goes to the remote, with the commit.
+	gitIn("checkout", "-q", "main")
+	out.Reset()
+	g.Expect(run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", from, "--branch", "cacheops/shop-memory-2"}, nil, &out)).To(Succeed())
+	sha = gitIn("rev-parse", "HEAD")
+	g.Expect(out.String()).To(Equal("committed " + sha[:12] + " on branch cacheops/shop-memory-2 in " + repo + " and pushed it to origin; open a pull request from cacheops/shop-memory-2\n"))
+	pushed, err := inOrigin("rev-parse", "refs/heads/cacheops/shop-memory-2")
+	g.Expect(err).NotTo(HaveOccurred(), pushed)
+	g.Expect(pushed).To(Equal(sha))
+	g.Expect(gitIn("rev-parse", "--abbrev-ref", "cacheops/shop-memory-2@{upstream}")).To(Equal("origin/cacheops/shop-memory-2"))
+
+	// A remote that refuses: the error says the commit is there locally.
+	gitIn("checkout", "-q", "main")
+	err = run([]string{"recommend", "shop", "--repo", repo, "--path", "clusters/shop.yaml", "--from", from, "--branch", "cacheops/shop-memory-3", "--remote", "nowhere"}, nil, &out)
+	g.Expect(err).To(MatchError(ContainSubstring("on branch cacheops/shop-memory-3 in " + repo + ", but pushing it failed")))
 
 	err = run([]string{"recommend", "shop", "--repo", repo, "--from", from}, nil, &out)
 	g.Expect(err).To(MatchError("recommend needs --repo DIR and --path FILE"))

@@ -12,12 +12,15 @@ type Live struct {
 	Master string
 	// Notes are facts about the live cluster a reviewer should see.
 	Notes []string
+	// Object is the live CacheCluster as the API server returned it, nil
+	// when it was not read. When set, a prediction starts from its spec.
+	Object *cachev1alpha1.CacheCluster
 }
 
-// LiveOf reads the master and the running operation from a CacheCluster
-// as the API server returned it.
+// LiveOf reads the spec, the master and the running operation from a
+// CacheCluster as the API server returned it.
 func LiveOf(got *cachev1alpha1.CacheCluster) Live {
-	st := Live{Master: got.Status.CurrentMaster}
+	st := Live{Master: got.Status.CurrentMaster, Object: got}
 	if op := got.Status.Operation; op != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("live: %s %s is in progress (%s); this change runs after it", op.Type, op.ID, op.Reason))
 	}

@@ -25,12 +25,10 @@ func Predict(before, after map[string]*cachev1alpha1.CacheCluster, live func(*ca
 			plans = append(plans, deleted(b))
 		case equality.Semantic.DeepEqual(b.Spec, a.Spec) && equality.Semantic.DeepEqual(b.Annotations, a.Annotations):
 		default:
-			st := live(b)
-			p, err := changed(b, a, st.Master)
+			p, err := changedLive(b, a, live(b))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			p.Warnings = append(p.Warnings, st.Notes...)
 			plans = append(plans, p)
 		}
 	}
@@ -72,6 +70,37 @@ func deleted(b *cachev1alpha1.CacheCluster) ClusterPlan {
 	}
 	return ClusterPlan{Namespace: b.Namespace, Name: b.Name, Change: "deleted",
 		Operations: []PlannedOperation{{Type: "Delete", Description: msg}}}
+}
+
+// changedLive predicts the change from b to a on the cluster st
+// describes. When st holds the live object, the plan starts from the live
+// spec, not from b, and lists how the two differ as Drift: merging the
+// change takes the cluster from what runs to a, whatever git said before.
+func changedLive(b, a *cachev1alpha1.CacheCluster, st Live) (ClusterPlan, error) {
+	from := b
+	var drift []string
+	if st.Object != nil {
+		var err error
+		if drift, err = Drift(b, st.Object); err != nil {
+			return ClusterPlan{}, err
+		}
+		if from, err = WithDefaults(st.Object); err != nil {
+			return ClusterPlan{}, err
+		}
+		if a, err = WithDefaults(a); err != nil {
+			return ClusterPlan{}, err
+		}
+	}
+	p, err := changed(from, a, st.Master)
+	if err != nil {
+		return p, err
+	}
+	p.Drift = drift
+	if st.Object != nil && len(p.Rejected) == 0 && len(p.Operations) == 0 && len(p.Objects) == 0 {
+		p.Warnings = append(p.Warnings, "live: the cluster already runs the spec of --head; merging changes nothing")
+	}
+	p.Warnings = append(p.Warnings, st.Notes...)
+	return p, nil
 }
 
 // changed predicts a change to the spec or annotations of a cluster whose

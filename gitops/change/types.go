@@ -8,6 +8,9 @@ type ClusterPlan struct {
 	Change string `json:"change"`
 	// Rejected lists changes the API server refuses at admission.
 	Rejected []string `json:"rejected,omitempty"`
+	// Drift lists how the live spec differs from the base side, when the
+	// live cluster was read: the plan then starts from the live spec.
+	Drift []string `json:"drift,omitempty"`
 	// Warnings are changes that will not be applied as written.
 	Warnings []string `json:"warnings,omitempty"`
 	// Operations are the day-two operations, in the order they run.

@@ -20,6 +20,12 @@ func WriteText(w io.Writer, plans []ClusterPlan) {
 		for _, r := range p.Rejected {
 			fmt.Fprintf(w, "  REJECTED %s\n", r)
 		}
+		if len(p.Drift) > 0 {
+			fmt.Fprintln(w, "  DRIFT    the live spec differs from --base; this plan starts from the live spec:")
+			for _, d := range p.Drift {
+				fmt.Fprintf(w, "             %s\n", d)
+			}
+		}
 		for _, x := range p.Warnings {
 			fmt.Fprintf(w, "  WARNING  %s\n", x)
 		}
@@ -46,6 +52,9 @@ func WriteMarkdown(w io.Writer, plans []ClusterPlan) {
 		fmt.Fprintf(w, "#### `%s/%s` — %s\n\n", p.Namespace, p.Name, p.Change)
 		for _, r := range p.Rejected {
 			fmt.Fprintf(w, "> :no_entry: **Rejected:** %s\n\n", r)
+		}
+		if len(p.Drift) > 0 {
+			fmt.Fprintf(w, "> :rotating_light: **Drift:** the live spec differs from the base; this plan starts from the live spec: %s\n\n", strings.Join(p.Drift, "; "))
 		}
 		for _, x := range p.Warnings {
 			fmt.Fprintf(w, "> :warning: %s\n\n", x)

@@ -89,3 +89,15 @@ func message(namespace, name string, applied []cachev1alpha1.Recommendation) str
 	return fmt.Sprintf("cacheops: %s/%s: %s\n\n%s\nRecommended by the cacheops operator (status.recommendations of CacheCluster %s/%s);\nwritten by kubectl cache recommend. Review, then merge to apply through GitOps.\n",
 		namespace, name, strings.Join(title, ", "), body.String(), namespace, name)
 }
+
+// Push pushes branch of the checkout repo to its remote (origin when
+// empty), where a pull request can be opened from it. It pushes only that
+// branch, never with force: a branch of the same name that holds other
+// commits is refused by the remote.
+func Push(repo, remote, branch string) error {
+	if remote == "" {
+		remote = "origin"
+	}
+	_, err := gitcmd.Run("-C", repo, "push", "--quiet", "--set-upstream", remote, "refs/heads/"+branch+":refs/heads/"+branch)
+	return err
+}

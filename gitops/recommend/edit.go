@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	yaml3 "go.yaml.in/yaml/v3"
@@ -94,7 +95,14 @@ func apply(root *yaml3.Node, r cachev1alpha1.Recommendation) (bool, error) {
 		// The manifest moved on since the evidence was gathered.
 		return false, fmt.Errorf("%s is %q in the manifest but the recommendation was made for %q: it is stale, wait for a new one", r.Field, node.Value, r.Current)
 	}
-	node.Kind, node.Tag, node.Value, node.Style = yaml3.ScalarNode, "!!str", r.Recommended, 0
+	// The value keeps its type and quoting: an integer stays an integer
+	// (replicas: 4, not "4", which the API server refuses), a quoted
+	// string stays quoted.
+	tag := "!!str"
+	if node.Tag == "!!int" && isInt(r.Recommended) {
+		tag = "!!int"
+	}
+	node.Tag, node.Value = tag, r.Recommended
 	note := "raised from " + r.Current + " by kubectl cache recommend"
 	if node.LineComment != "" {
 		node.LineComment += "; " + note
@@ -117,4 +125,10 @@ func encodeDocuments(docs []*yaml3.Node) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// isInt tells whether s is a plain decimal integer.
+func isInt(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }

@@ -16,6 +16,13 @@ var ApplicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1a
 // AppSpec is what the tests vary in an Application.
 type AppSpec struct {
 	Name, RepoURL, Path, DestinationNamespace string
+	// Project is the AppProject; empty is default.
+	Project string
+	// Wave is the sync wave, for a parent Application that syncs this one.
+	Wave string
+	// NoSelfHeal syncs new commits automatically but leaves changes made
+	// to the live objects alone until the next commit.
+	NoSelfHeal bool
 }
 
 // Application returns an Application as docs/gitops.md recommends: server-side
@@ -23,16 +30,24 @@ type AppSpec struct {
 // branch main of the repository. allowEmpty lets a prune remove the last
 // CacheCluster of a folder.
 func Application(s AppSpec) *unstructured.Unstructured {
+	project := s.Project
+	if project == "" {
+		project = "default"
+	}
+	annotations := map[string]any{"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}
+	if s.Wave != "" {
+		annotations["argocd.argoproj.io/sync-wave"] = s.Wave
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1",
 		"kind":       "Application",
 		"metadata": map[string]any{
 			"name":        s.Name,
 			"namespace":   Namespace,
-			"annotations": map[string]any{"argocd.argoproj.io/compare-options": "ServerSideDiff=true"},
+			"annotations": annotations,
 		},
 		"spec": map[string]any{
-			"project": "default",
+			"project": project,
 			"source": map[string]any{
 				"repoURL":        s.RepoURL,
 				"targetRevision": "main",
@@ -43,7 +58,7 @@ func Application(s AppSpec) *unstructured.Unstructured {
 				"namespace": s.DestinationNamespace,
 			},
 			"syncPolicy": map[string]any{
-				"automated":   map[string]any{"prune": true, "selfHeal": true, "allowEmpty": true},
+				"automated":   map[string]any{"prune": true, "selfHeal": !s.NoSelfHeal, "allowEmpty": true},
 				"syncOptions": []any{"ServerSideApply=true"},
 			},
 		},
@@ -136,3 +151,13 @@ func Refresh(ctx context.Context, c client.Client, name string, hard bool) error
 
 // Since is a helper for logging measured durations.
 func Since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }
+
+// SetSelfHeal turns self-heal of Application name on or off.
+func SetSelfHeal(ctx context.Context, c client.Client, name string, on bool) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ApplicationGVK)
+	u.SetNamespace(Namespace)
+	u.SetName(name)
+	patch := []byte(fmt.Sprintf(`{"spec":{"syncPolicy":{"automated":{"selfHeal":%t}}}}`, on))
+	return c.Patch(ctx, u, client.RawPatch("application/merge-patch+json", patch))
+}

@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -50,9 +50,12 @@ type Options struct {
 	// Kubeconfig is the cluster Argo CD runs against and deploys to (its
 	// in-cluster destination https://kubernetes.default.svc).
 	Kubeconfig string
-	// HealthSnippet is an argocd-cm fragment (gitops/argocd/argocd-cm-snippet.yaml)
+	// Helm is the helm CLI (bin/helm), which the repo-server runs to render
+	// a Helm source such as charts/cacheops.
+	Helm string
+	// HealthSnippets are argocd-cm fragments (gitops/argocd/argocd-cm-*.yaml)
 	// whose data is merged into argocd-cm.
-	HealthSnippet string
+	HealthSnippets []string
 }
 
 // ArgoCD is a running Argo CD. Stop it when done.
@@ -96,7 +99,7 @@ func CRDDirectory(moduleDir string) string {
 // Start installs Argo CD's namespace objects with c and starts redis, the
 // repo-server and the application-controller. The CRDs must exist.
 func Start(ctx context.Context, c client.Client, o Options) (*ArgoCD, error) {
-	if err := install(ctx, c, o.HealthSnippet); err != nil {
+	if err := install(ctx, c, o.HealthSnippets); err != nil {
 		return nil, fmt.Errorf("argocd: installing the namespace objects: %w", err)
 	}
 	pathDir := filepath.Join(o.Dir, "path")
@@ -111,6 +114,11 @@ func Start(ctx context.Context, c client.Client, o Options) (*ArgoCD, error) {
 	}
 	if err := os.WriteFile(filepath.Join(pathDir, "git-verify-wrapper.sh"), wrapper, 0o755); err != nil {
 		return nil, err
+	}
+	if o.Helm != "" {
+		if err := os.Symlink(o.Helm, filepath.Join(pathDir, "helm")); err != nil {
+			return nil, err
+		}
 	}
 	ports, err := freePorts(5)
 	if err != nil {
@@ -205,15 +213,19 @@ func (a *ArgoCD) Stop() {
 }
 
 // install creates what Argo CD's install manifests would: the namespace,
-// argocd-cm (with the health snippet's data), argocd-rbac-cm,
+// argocd-cm (with the health snippets' data), argocd-rbac-cm,
 // argocd-cmd-params-cm, argocd-secret and the AppProject default.
-func install(ctx context.Context, c client.Client, healthSnippet string) error {
-	cm := &corev1.ConfigMap{}
-	if err := yaml.Unmarshal([]byte(healthSnippet), cm); err != nil {
-		return fmt.Errorf("the health snippet: %w", err)
-	}
-	if len(cm.Data) == 0 {
-		return errors.New("the health snippet has no data")
+func install(ctx context.Context, c client.Client, healthSnippets []string) error {
+	data := map[string]string{}
+	for i, snippet := range healthSnippets {
+		cm := &corev1.ConfigMap{}
+		if err := yaml.Unmarshal([]byte(snippet), cm); err != nil {
+			return fmt.Errorf("health snippet %d: %w", i+1, err)
+		}
+		if len(cm.Data) == 0 {
+			return fmt.Errorf("health snippet %d has no data", i+1)
+		}
+		maps.Copy(data, cm.Data)
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -227,7 +239,7 @@ func install(ctx context.Context, c client.Client, healthSnippet string) error {
 	}
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
-		&corev1.ConfigMap{ObjectMeta: meta("argocd-cm"), Data: cm.Data},
+		&corev1.ConfigMap{ObjectMeta: meta("argocd-cm"), Data: data},
 		&corev1.ConfigMap{ObjectMeta: meta("argocd-rbac-cm")},
 		&corev1.ConfigMap{ObjectMeta: meta("argocd-cmd-params-cm")},
 		&corev1.Secret{ObjectMeta: meta("argocd-secret"), Data: map[string][]byte{

@@ -1,9 +1,11 @@
 //go:build e2e
 
 // Package argocd is the end-to-end suite with a real Argo CD in the loop:
-// the operator binary and Argo CD's application-controller and repo-server
-// run as local processes against the process-backed cluster, and Argo CD
-// syncs CacheClusters from a git repository the tests commit to. It has its
+// Argo CD's application-controller and repo-server run as local processes
+// against the process-backed cluster and sync from a git repository the
+// tests commit to. Argo CD installs the operator too (an app of apps with
+// charts/cacheops): its manager runs as a pod of the cluster, the
+// operator's image mapped to the manager built from this tree. It has its
 // own TestMain (make e2e-argocd) so the main e2e suite is unchanged.
 package argocd
 
@@ -15,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,24 +34,31 @@ import (
 // Limits of the suite, in one place. They bound waits on a loaded 2-core
 // machine; nothing asserts that anything is fast: measured times are logged.
 var limits = struct {
-	Synced  time.Duration // commit → Application Synced and Healthy
-	Removed time.Duration // commit removing a file → CacheCluster gone
-	Poll    time.Duration
+	Synced    time.Duration // commit → Application Synced and Healthy
+	Removed   time.Duration // commit removing a file → CacheCluster gone
+	Installed time.Duration // root Application created → everything Synced and Healthy
+	Recommend time.Duration // memory pressure → a recommendation in status
+	Poll      time.Duration
+	// SteadyWindow is how long the steady state is watched for writes: two
+	// periodic resyncs of the Applications (argocd.AppResyncSeconds).
+	SteadyWindow time.Duration
 }{
-	Synced:  5 * time.Minute,
-	Removed: 3 * time.Minute,
-	Poll:    200 * time.Millisecond,
+	Synced:       5 * time.Minute,
+	Removed:      3 * time.Minute,
+	Installed:    5 * time.Minute,
+	Recommend:    2 * time.Minute,
+	Poll:         200 * time.Millisecond,
+	SteadyWindow: 2*argocd.AppResyncSeconds*time.Second + 2*time.Second,
 }
 
 var (
-	repo    string
-	binDir  string
-	cliBin  string
-	env     *cluster.Cluster
-	k8s     client.Client
-	scheme  = kruntime.NewScheme()
-	argo    *argocd.ArgoCD
-	manager *exec.Cmd
+	repo   string
+	binDir string
+	cliBin string
+	env    *cluster.Cluster
+	k8s    client.Client
+	scheme = kruntime.NewScheme()
+	argo   *argocd.ArgoCD
 )
 
 func TestMain(m *testing.M) {
@@ -79,9 +87,20 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The manager and the CLI are built from this tree into the state
-	// folder, not bin/, which other checkouts may share.
-	managerBin, cli := filepath.Join(dir, "manager"), filepath.Join(dir, "kubectl-cache")
+	// The manager and the CLI are built from this tree, not into bin/,
+	// which other checkouts may share. The manager is the operator image's
+	// program: not under /tmp, which pods mount privately, and readable by
+	// the image's non-root user.
+	imageDir, err := os.MkdirTemp("/var/tmp", "cacheops-e2e-argocd-image-")
+	if err == nil {
+		err = os.Chmod(imageDir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(imageDir)
+	managerBin, cli := filepath.Join(imageDir, "manager"), filepath.Join(dir, "kubectl-cache")
 	cliBin = cli
 	for bin, pkg := range map[string]string{managerBin: "./cmd/manager", cli: "./cmd/kubectl-cache"} {
 		build := exec.Command("go", "build", "-o", bin, pkg)
@@ -103,10 +122,9 @@ func run(m *testing.M) int {
 		Dir:    dir,
 		BinDir: binDir,
 		Images: append(cluster.DefaultImages(), cluster.OperatorImage(managerBin)),
-		CRDDirectories: []string{
-			filepath.Join(repo, "charts", "cacheops", "crds"),
-			argocd.CRDDirectory(moduleDir),
-		},
+		// Argo CD's own CRDs only: Argo CD installs cacheops's, from the
+		// chart.
+		CRDDirectories: []string{argocd.CRDDirectory(moduleDir)},
 		Nodes: []cluster.NodeOptions{
 			{Name: "node-a", Zone: "zone-a"}, {Name: "node-b", Zone: "zone-b"}, {Name: "node-c", Zone: "zone-c"},
 		},
@@ -125,15 +143,14 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if err := startManager(managerBin, dir); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e-argocd:", err)
-			return 1
-		}
-		defer stopManager()
-		snippet, err := os.ReadFile(filepath.Join(repo, "gitops", "argocd", "argocd-cm-snippet.yaml"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		var snippets []string
+		for _, f := range []string{"argocd-cm-snippet.yaml", "argocd-cm-application-health.yaml"} {
+			b, err := os.ReadFile(filepath.Join(repo, "gitops", "argocd", f))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			snippets = append(snippets, string(b))
 		}
 		argoDir := filepath.Join(dir, "argocd")
 		if err := os.MkdirAll(argoDir, 0o755); err != nil {
@@ -141,8 +158,8 @@ func run(m *testing.M) int {
 			return 1
 		}
 		argo, err = argocd.Start(ctx, k8s, argocd.Options{
-			Binary: argoBin, ModuleDir: moduleDir, Dir: argoDir,
-			Kubeconfig: env.Kubeconfig(), HealthSnippet: string(snippet),
+			Binary: argoBin, ModuleDir: moduleDir, Dir: argoDir, Helm: filepath.Join(binDir, "helm"),
+			Kubeconfig: env.Kubeconfig(), HealthSnippets: snippets,
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e-argocd:", err)
@@ -151,11 +168,17 @@ func run(m *testing.M) int {
 		defer argo.Stop()
 		code := m.Run()
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "e2e-argocd: logs are in %s (manager.log, argocd/*.log, logs/)\n", dir)
+			fmt.Fprintf(os.Stderr, "e2e-argocd: logs are in %s (argocd/*.log, logs/; the manager pod's in the pod log folder)\n", dir)
 		}
 		return code
 	}()
-	if leaks := leftovers(dir); len(leaks) > 0 {
+	// The manager pod's process may still be ending when the nodes have
+	// stopped; give it the chart's grace period, then count what is left.
+	leaks := leftovers(dir, imageDir)
+	for deadline := time.Now().Add(15 * time.Second); len(leaks) > 0 && time.Now().Before(deadline); leaks = leftovers(dir, imageDir) {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if len(leaks) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e-argocd: processes left behind after the suite:\n  %s\n", strings.Join(leaks, "\n  "))
 		return 1
 	}
@@ -168,10 +191,10 @@ func run(m *testing.M) int {
 }
 
 // leftovers lists what the suite started and did not stop: processes run
-// from bin/ (the control plane, Argo CD) or from the state folder (the
-// manager), redis-server processes in a pod's network namespace or serving
-// Argo CD's cache from the state folder.
-func leftovers(dir string) []string {
+// from bin/ (the control plane, Argo CD), from the state folder or the
+// image folder (the manager pod), redis-server processes in a pod's network
+// namespace or serving Argo CD's cache from the state folder.
+func leftovers(dir, imageDir string) []string {
 	var out []string
 	self, _ := os.Readlink("/proc/self/ns/net")
 	entries, _ := os.ReadDir("/proc")
@@ -191,39 +214,11 @@ func leftovers(dir string) []string {
 		switch {
 		case strings.HasPrefix(exe, binDir+"/") && strings.Contains(line, dir):
 			out = append(out, fmt.Sprintf("pid %s: %s", pid, line))
-		case strings.HasPrefix(exe, dir+"/"), strings.HasPrefix(cwd, dir):
+		case strings.HasPrefix(exe, dir+"/"), strings.HasPrefix(cwd, dir), strings.HasPrefix(exe, imageDir+"/"):
 			out = append(out, fmt.Sprintf("pid %s: %s", pid, line))
 		case strings.HasSuffix(exe, "/redis-server") && ns != self && strings.Contains(cwd, dir):
 			out = append(out, fmt.Sprintf("pid %s: %s (pod network namespace)", pid, line))
 		}
 	}
 	return out
-}
-
-// startManager runs the real operator binary against the cluster.
-func startManager(bin, dir string) error {
-	logf, err := os.Create(filepath.Join(dir, "manager.log"))
-	if err != nil {
-		return err
-	}
-	manager = exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
-	manager.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
-	manager.Stdout, manager.Stderr = logf, logf
-	manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return manager.Start()
-}
-
-func stopManager() {
-	if manager == nil || manager.Process == nil {
-		return
-	}
-	_ = manager.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = manager.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = manager.Process.Kill()
-		<-done
-	}
 }
