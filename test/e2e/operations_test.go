@@ -546,7 +546,7 @@ func TestMemoryPressureBecomesACommit(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(repo, "basic.yaml"), []byte(manifest), 0o644)).To(Succeed())
 	gitIn("add", ".")
 	gitIn("commit", "-qm", "basic")
-	out := kubectlCache(g, "recommend", "basic", "-n", ns, "--repo", repo, "--path", "basic.yaml", "--branch", "cacheops/basic-memory")
+	out := kubectlCache(g, "recommend", "basic", "-n", ns, "--repo", repo, "--path", "basic.yaml", "--branch", "cacheops/basic-memory", "--no-push")
 	g.Expect(out).To(ContainSubstring("on branch cacheops/basic-memory"))
 	g.Expect(gitIn("log", "-1", "--format=%B")).To(ContainSubstring("Evidence: " + rec.Reason))
 	edited, err := os.ReadFile(filepath.Join(repo, "basic.yaml"))

@@ -46,6 +46,18 @@ type workflow struct {
 	revs map[string]string
 	// config is team-a's basic spec.config block, kept through the steps.
 	config string
+	// valkey: team-a's basic was migrated to Valkey 8.0.1 (kept through
+	// the steps after that).
+	valkey bool
+}
+
+// basic is team-a's manifest as the steps so far left it.
+func (w *workflow) basic(t *testing.T, replicas int, config string) string {
+	m := basic(t, replicas, config)
+	if w.valkey {
+		m = strings.Replace(m, `version: "7.0.15"`, "engine: valkey\n  version: \"8.0.1\"", 1)
+	}
+	return m
 }
 
 var (
@@ -90,6 +102,7 @@ func TestArgoCDSyncsCacheClustersFromGit(t *testing.T) {
 		{"a cluster scaled outside git: the plan starts from the live spec and says so; merging removes two pods", w.drift},
 		{"a rolling-restart commit is planned, goes Progressing, then Healthy, never Degraded", w.rollingRestart},
 		{"a commit changing replicas 2→4 is planned, goes Progressing, then Healthy, never Degraded", w.scaleUp},
+		{"a version commit, Redis 7.0.15 → Valkey 8.0.1, is planned, goes Progressing, then Healthy, never Degraded", w.migrate},
 		{"in the steady state, resyncs find nothing to sync and the operator writes nothing", w.steady},
 		{"a commit refused at admission shows the API server's message; the neighbour is untouched", w.refused},
 		{"a recommendation becomes a pushed branch; merging it is the next sync", w.recommend},
@@ -108,7 +121,7 @@ func (w *workflow) refused(t *testing.T) {
 	g := NewWithT(t)
 	neighbour := &cachev1alpha1.CacheCluster{}
 	g.Expect(k8s.Get(ctx, previewKey, neighbour)).To(Succeed())
-	bad := basic(t, 4, w.config+"\nmaxmemory: \"\"")
+	bad := w.basic(t, 4, w.config+"\nmaxmemory: \"\"")
 	g.Expect(w.git.Write(fileA, bad)).To(Succeed())
 	badRev, err := w.git.Commit("team-a: an empty maxmemory")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -143,7 +156,7 @@ func (w *workflow) refused(t *testing.T) {
 	g.Expect(nb.Health).To(Equal("Healthy"))
 
 	// The fix is the next commit.
-	g.Expect(w.git.Write(fileA, basic(t, 4, w.config))).To(Succeed())
+	g.Expect(w.git.Write(fileA, w.basic(t, 4, w.config))).To(Succeed())
 	fixed, err := w.git.Commit("team-a: revert the empty maxmemory")
 	g.Expect(err).NotTo(HaveOccurred())
 	start = time.Now()
@@ -155,6 +168,9 @@ func (w *workflow) refused(t *testing.T) {
 func (w *workflow) prune(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
+	claims := &corev1.PersistentVolumeClaimList{}
+	g.Expect(k8s.List(ctx, claims, client.InNamespace(nsA))).To(Succeed())
+	g.Expect(claims.Items).NotTo(BeEmpty(), "basic's claims exist before the removal")
 	g.Expect(w.git.Remove(fileA)).To(Succeed())
 	rev, err := w.git.Commit("team-a: remove basic")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -165,6 +181,15 @@ func (w *workflow) prune(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CacheCluster basic still exists: %v", err)
 	}, limits.Removed, limits.Poll).Should(Succeed())
 	t.Logf("measured: removing commit → CacheCluster gone in %s", argocd.Since(start))
+	// Its volumes follow retainOnDelete: false (the default) here, so the
+	// claims go with it.
+	g.Eventually(func(g Gomega) {
+		pvcs := &corev1.PersistentVolumeClaimList{}
+		g.Expect(k8s.List(ctx, pvcs, client.InNamespace(nsA))).To(Succeed())
+		for _, c := range pvcs.Items {
+			g.Expect(c.Name).NotTo(HavePrefix("data-basic-"), "claim %s kept although retainOnDelete is false", c.Name)
+		}
+	}, limits.Removed, limits.Poll).Should(Succeed())
 	waitSyncedHealthy(g, appA, rev)
 	t.Logf("measured: removing commit → Synced/Healthy in %s", argocd.Since(start))
 	waitRunning(g, previewKey)

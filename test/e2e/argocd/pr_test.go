@@ -4,10 +4,12 @@ package argocd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
@@ -134,6 +136,61 @@ func (w *workflow) scaleUp(t *testing.T) {
 	t.Logf("measured: commit replicas 2→4 → Synced/Healthy in %s", took)
 	cc := waitRunning(g, basicKey)
 	g.Expect(cc.Status.ReadyReplicas).To(BeEquivalentTo(4))
+	w.revs["four"] = rev
+}
+
+// migrate commits the version change platform teams make now: Redis
+// 7.0.15 to Valkey 8.0.1 (real servers on the process-backed nodes). The
+// plan names the order and the point of no return; Argo CD shows
+// Progressing while day-two migrates pod by pod, then Healthy; every pod
+// then runs Valkey and every key written before is still there.
+func (w *workflow) migrate(t *testing.T) {
+	g := NewWithT(t)
+	before := pods(g, basicKey)
+	g.Expect(before).To(HaveLen(4))
+	pw := password(g, nsA, "basic")
+	cc := waitRunning(g, basicKey)
+	var master string
+	for name := range before {
+		if name == cc.Status.CurrentMaster {
+			master = name
+		}
+	}
+	g.Expect(master).NotTo(BeEmpty())
+	mc := redis.NewClient(&redis.Options{Addr: before[master].Status.PodIP + ":6379", Password: pw})
+	for i := 0; i < 200; i++ {
+		g.Expect(mc.Set(context.Background(), fmt.Sprintf("migrate:%d", i), i, 0).Err()).To(Succeed())
+	}
+	g.Expect(mc.Wait(context.Background(), 3, 5*time.Second).Val()).To(BeEquivalentTo(3), "every replica holds the keys before the commit")
+	mc.Close()
+
+	w.valkey = true
+	g.Expect(w.git.Write(fileA, w.basic(t, 4, w.config))).To(Succeed())
+	rev, err := w.git.Commit("team-a: basic on Valkey 8.0.1")
+	g.Expect(err).NotTo(HaveOccurred())
+	plan := w.plan(g, "--live", "--base", w.revs["four"], "--head", rev, fileA)
+	t.Logf("kubectl cache plan --live:\n%s", plan)
+	g.Expect(plan).To(ContainSubstring("Upgrade: engine redis 7.0.15→valkey 8.0.1: rolling restart; no rollback after the switchover"))
+	g.Expect(plan).To(ContainSubstring("4 pod restarts"))
+	g.Expect(plan).NotTo(ContainSubstring("DRIFT"))
+
+	took := watchCommit(t, g, appA, rev)
+	t.Logf("measured: commit Redis 7.0.15 → Valkey 8.0.1 (4 pods) → Synced/Healthy in %s", took)
+	waitRunning(g, basicKey)
+	after := pods(g, basicKey)
+	g.Expect(after).To(HaveLen(4))
+	for name, p := range after {
+		g.Expect(p.UID).NotTo(Equal(before[name].UID), "pod %s was not restarted", name)
+		rc := redis.NewClient(&redis.Options{Addr: p.Status.PodIP + ":6379", Password: pw})
+		info, err := rc.Info(context.Background(), "server").Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info).To(ContainSubstring("server_name:valkey"), name)
+		n, err := rc.Exists(context.Background(), "migrate:0", "migrate:199").Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeEquivalentTo(2), "%s holds the keys written before the migration", name)
+		rc.Close()
+	}
+	w.revs["valkey"] = rev
 }
 
 // password is a cluster's generated password.
