@@ -106,7 +106,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 		pc.Node.Status.NodeInfo.KubeletVersion = "v1.37.2"
 		return prov, nil, nil
 	},
-		nodeutil.WithClient(c.client),
+		nodeutil.WithClient(statusOnlyClient{c.client}),
 		nodeutil.WithTLSConfig(func(cfg *tls.Config) error {
 			cfg.Certificates = append(cfg.Certificates, cert)
 			return nil
