@@ -29,14 +29,28 @@ import (
 func TestMasterRestartedWithShorterHistory(t *testing.T) {
 	ns := "e2e-fo-restart"
 	g := NewWithT(t)
+	cc, before, w, masters := restartWithShorterHistory(t, g, ns, true)
+	old := before.Status.CurrentMaster
+
+	after := waitAllReplicating(g, cc)
+	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
+	g.Expect(after.Status.CurrentMaster).NotTo(Equal(old), "the replicas hold more than the restarted master: one of them takes over")
+	w.finish(t, g, masters)
+}
+
+// restartWithShorterHistory creates examples/basic (probe timeout 3 s, so
+// the master restarts within it) under the sticky writer, cuts the last
+// 500 writes from the master's append-only file and kills the master.
+func restartWithShorterHistory(t *testing.T, g Gomega, ns string, autoFailover bool) (cc, before *cachev1alpha1.CacheCluster, w *workload, masters *masterWatch) {
 	newNamespace(t, ns)
-	cc := loadExample(t, "basic", ns)
+	cc = loadExample(t, "basic", ns)
 	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 3
+	cc.Spec.HighAvailability.AutoFailover = ptr.To(autoFailover)
 	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
-	before := waitReplicating(g, cc)
-	masters := watchMasters(t, ns)
+	before = waitReplicating(g, cc)
+	masters = watchMasters(t, ns)
 	t.Cleanup(masters.stop)
-	w := startStickyWorkload(ns, "basic", password(g, ns, "basic"))
+	w = startStickyWorkload(ns, "basic", password(g, ns, "basic"))
 	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 3000))
 
 	old := before.Status.CurrentMaster
@@ -44,11 +58,7 @@ func TestMasterRestartedWithShorterHistory(t *testing.T) {
 	cut := cutLastWrites(g, aof, 500)
 	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
 	t.Logf("cut %d bytes of %s's append-only file, then killed it", cut, old)
-
-	after := waitAllReplicating(g, cc)
-	t.Logf("master %s → %s", old, after.Status.CurrentMaster)
-	g.Expect(after.Status.CurrentMaster).NotTo(Equal(old), "the replicas hold more than the restarted master: one of them takes over")
-	w.finish(t, g, masters)
+	return cc, before, w, masters
 }
 
 // newestIncrAOF is the append-only file Redis writes to now.
@@ -93,22 +103,8 @@ func cutLastWrites(g Gomega, path string, n int) int64 {
 func TestMasterRestartedWithAutoFailoverOffWaitsForAPerson(t *testing.T) {
 	ns := "e2e-fo-restart-off"
 	g := NewWithT(t)
-	newNamespace(t, ns)
-	cc := loadExample(t, "basic", ns)
-	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 3
-	cc.Spec.HighAvailability.AutoFailover = ptr.To(false)
-	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
-	before := waitReplicating(g, cc)
-	masters := watchMasters(t, ns)
-	t.Cleanup(masters.stop)
-	w := startStickyWorkload(ns, "basic", password(g, ns, "basic"))
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 3000))
-
+	cc, before, w, masters := restartWithShorterHistory(t, g, ns, false)
 	old := before.Status.CurrentMaster
-	aof := newestIncrAOF(g, filepath.Join(pvDir(g, ns, old), "appendonly"))
-	cut := cutLastWrites(g, aof, 500)
-	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
-	t.Logf("cut %d bytes of %s's append-only file, then killed it", cut, old)
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventsByReason(g, ns)).To(HaveKey(cachev1alpha1.EventMasterLacksData))
