@@ -151,6 +151,17 @@ func runServer(t *testing.T, g Gomega, server, conf string) {
 	g.Expect(err).NotTo(HaveOccurred(), "%s is needed (hack/install-deps.sh installs it)", server)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "redis.conf")
+	// The rendered file names the pod's volume, /data. A server checks its
+	// dir while it reads the file, before --dir on the command line takes
+	// effect, so the file itself points at the temporary folder; a machine
+	// without /data would otherwise refuse every rendering.
+	lines := strings.Split(conf, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "dir ") {
+			lines[i] = "dir " + dir
+		}
+	}
+	conf = strings.Join(lines, "\n")
 	g.Expect(os.WriteFile(path, []byte(conf), 0o600)).To(Succeed())
 	cmd := exec.Command(bin, path, "--port", "0", "--dir", dir, "--unixsocket", filepath.Join(dir, "s.sock"))
 	out, err := cmd.StdoutPipe()
