@@ -155,7 +155,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) error {
 	case err != nil:
 		return err
 	case pod.DeletionTimestamp.IsZero():
-		snap.Precheck = precheckState(pod)
+		snap.Precheck = r.observePrecheck(ctx, s, pod)
 	}
 	return nil
 }
