@@ -227,6 +227,9 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 		}
 		return Action{Type: ActionWait, Pod: name, Reason: why}
 	}
+	if a, ok := planDataCheck(s, master, func(p PodState) bool { return !outdated(p) }); ok {
+		return a
+	}
 
 	pods := SortedPods(s)
 	for i := len(pods) - 1; i >= 0; i-- {

@@ -69,6 +69,9 @@ type Snapshot struct {
 	StatefulSet *StatefulSetState
 	// Precheck is the temporary pod of an upgrade pre-check; nil if absent.
 	Precheck *PrecheckState
+	// DataChecks are the last data checks of the pods (by name): what a
+	// sample of the master's keys found on each replica.
+	DataChecks map[string]DataCheck
 	// SwitchoverTo is a requested switchover (annotation), empty if none.
 	SwitchoverTo string
 	// StepDeadline bounds a pre-check and how long an upgraded pod may

@@ -396,6 +396,16 @@ func TestPrecheckOnACopyOfTheDataRefusesAConfigurationThatDoesNotFit(t *testing.
 	for _, e := range passed {
 		t.Logf("pre-check: %s", e.Message)
 	}
+	// Each pod that came back as a replica was read: a sample of the
+	// master's keys, on the replica once it reached the master's offset.
+	checked := map[string]bool{}
+	for _, e := range eventsByReason(g, ns)[cachev1alpha1.EventDataChecked] {
+		name, _, _ := strings.Cut(e.Message, " ")
+		checked[name] = true
+		t.Logf("data check: %s", e.Message)
+	}
+	g.Expect(checked).To(HaveLen(3), "a data check of every restarted pod")
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventDataCheckFailed]).To(BeEmpty())
 	w.finish(t, g, masters)
 }
 
