@@ -232,7 +232,7 @@ func precheckState(p *corev1.Pod) *plan.PrecheckState {
 			}
 			msg := "the Redis process of the pre-check pod exited"
 			if t != nil {
-				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, logEnd(t.Message))
 			}
 			st.Failure = msg + "; see its log: kubectl logs " + p.Name
 		}
@@ -271,6 +271,22 @@ func seedState(p *corev1.Pod, st *plan.PrecheckState) {
 			st.Seed = &plan.SeedState{Source: rep.Source, Keys: rep.Keys, ExpiringKeys: rep.ExpiringKeys, DB: rep.DB, Loaded: -1}
 		}
 	}
+}
+
+// logEnd is the end of a termination message that holds a log's end (the
+// kubelet's FallbackToLogsOnError): its last four lines, at most 600 bytes,
+// on one line. A server that refuses its configuration or data says why
+// there, and an Event holds about 1 kB.
+func logEnd(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	if len(lines) > 4 {
+		lines = lines[len(lines)-4:]
+	}
+	out := strings.Join(lines, " / ")
+	if len(out) > 600 {
+		out = "…" + out[len(out)-600:]
+	}
+	return out
 }
 
 var badWaiting = map[string]bool{
