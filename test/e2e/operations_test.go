@@ -372,6 +372,7 @@ func TestPrecheckOnACopyOfTheDataRefusesAConfigurationThatDoesNotFit(t *testing.
 		g.Expect(c.Message).To(ContainSubstring("No pod was restarted"))
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
 	capture(g, cc, "stalled-precheck-data")
+	t.Logf("stalled: %s", meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionStalled).Message)
 	failed := eventsByReason(g, ns)[cachev1alpha1.EventPrecheckFailed]
 	g.Expect(failed).To(ContainElement(HaveField("Message", ContainSubstring("more than 4 databases"))))
 	g.Expect(podUIDs(g, ns)).To(Equal(uids), "no pod restarted")
