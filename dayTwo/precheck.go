@@ -230,7 +230,7 @@ func precheckState(p *corev1.Pod) *plan.PrecheckState {
 			if t == nil {
 				t = cs.LastTerminationState.Terminated
 			}
-			msg := "the Redis process of the pre-check pod exited"
+			msg := "the server process of the pre-check pod exited"
 			if t != nil {
 				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, logEnd(t.Message))
 			}

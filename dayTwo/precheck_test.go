@@ -59,7 +59,7 @@ func TestPrecheckStateReadsTheSeed(t *testing.T) {
 			given: seeded(done(0, "keys=12 expiring=0 db=9 rdb=10 size=300 source=10.0.0.2:6379"),
 				done(1, "# FATAL: Data file was created with a Valkey server configured to handle more than 4 databases. Exiting"), false),
 			wantSeed:    &plan.SeedState{Source: "10.0.0.2:6379", Keys: 12, DB: 9, Loaded: -1},
-			wantFailure: "the Redis process of the pre-check pod exited with code 1 () # FATAL: Data file was created with a Valkey server configured to handle more than 4 databases. Exiting; see its log: kubectl logs ",
+			wantFailure: "the server process of the pre-check pod exited with code 1 () # FATAL: Data file was created with a Valkey server configured to handle more than 4 databases. Exiting; see its log: kubectl logs ",
 		},
 	}
 	for _, tt := range tests {
