@@ -85,6 +85,8 @@ type Reconciler struct {
 	pressure    pressure
 	// issued: when Redis FAILOVER was sent for a cluster's switchover.
 	issued map[types.NamespacedName]time.Time
+	// dataChecks: what the last data check of each pod found (datacheck.go).
+	dataChecks map[types.NamespacedName]map[string]plan.DataCheck
 	// verifyErrorsSince: when checking a cluster's restore first failed.
 	verifyErrorsSince map[types.NamespacedName]time.Time
 	// expect: our writes the cache has not shown yet.
@@ -192,6 +194,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.userSecrets, key)
 	delete(r.issued, key)
+	delete(r.dataChecks, key)
 	delete(r.verifyErrorsSince, key)
 	r.mu.Unlock()
 }

@@ -41,6 +41,7 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionPrecheckPass:           (*Reconciler).precheckPass,
 	plan.ActionPrecheckFail:           (*Reconciler).precheckFail,
 	plan.ActionRefuseChange:           (*Reconciler).refuseChange,
+	plan.ActionCheckData:              (*Reconciler).checkDataStep,
 
 	plan.ActionRunBackup:       (*Reconciler).runBackup,
 	plan.ActionReportDataLoss:  (*Reconciler).reportDataLoss,

@@ -113,6 +113,9 @@ func (r *Reconciler) snapshot(cc *cachev1alpha1.CacheCluster, pods []plan.PodSta
 		snap.Approved = ro.RolloutValues.DeepCopy()
 		snap.Blocked = ro.Blocked
 	}
+	if cc.Status.Operation != nil {
+		snap.DataChecks = r.dataChecksOf(client.ObjectKeyFromObject(cc))
+	}
 	if plan.InSwitchover(cc.Status.Operation) {
 		r.mu.Lock()
 		snap.SwitchoverIssuedAt = r.issued[client.ObjectKeyFromObject(cc)]
@@ -155,7 +158,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) error {
 	case err != nil:
 		return err
 	case pod.DeletionTimestamp.IsZero():
-		snap.Precheck = precheckState(pod)
+		snap.Precheck = r.observePrecheck(ctx, s, pod)
 	}
 	return nil
 }

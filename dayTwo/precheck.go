@@ -3,15 +3,19 @@ package daytwo
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
+	"github.com/redis/go-redis/v9"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,13 +23,25 @@ import (
 )
 
 // The upgrade pre-check: before any pod restarts on a new template, one
-// pod made from it must start (an image that does not pull, a value Redis
-// refuses at start-up). plan/operations.go decides when it starts, passes
-// or fails.
+// pod made from it must start with the cluster's configuration on a copy of
+// the cluster's current data and hold the copy's keys (an image that does
+// not pull, a value the server refuses at start-up, data the new version
+// or the new configuration does not load). plan/operations.go decides when
+// it starts, from which pod it copies the data, and whether it passes
+// (plan/precheck.go).
 
-// precheckStart makes the pre-check pod for the target values.
+// precheckStart makes the pre-check pod for the target values, seeded from
+// the pod the planner named (none: an empty folder).
 func (r *Reconciler) precheckStart(ctx context.Context, s *scope, a plan.Action) error {
-	return r.startPrecheck(ctx, s.cc, *a.Values)
+	seedFrom := ""
+	if a.Pod != "" {
+		src, ok := s.snap.Pod(a.Pod)
+		if !ok || src.IP == "" {
+			return fmt.Errorf("the pre-check's data source %s has no address", a.Pod)
+		}
+		seedFrom = net.JoinHostPort(src.IP, "6379")
+	}
+	return r.startPrecheck(ctx, s.cc, *a.Values, seedFrom)
 }
 
 // precheckPass removes the pre-check pod and starts restarting the pods.
@@ -61,7 +77,7 @@ func (r *Reconciler) precheckFail(ctx context.Context, s *scope, a plan.Action) 
 // startPrecheck starts a pod with the new template (renderer.RenderPrecheck)
 // and applies it and its ConfigMap with server-side apply, as day-one
 // applies its objects.
-func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) error {
+func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues, seedFrom string) error {
 	// The cache may not show the pod made a moment ago: ask the API
 	// server, so a pre-check pod is not deleted and made again while it
 	// starts.
@@ -108,7 +124,7 @@ func (r *Reconciler) startPrecheck(ctx context.Context, cc *cachev1alpha1.CacheC
 			return err
 		}
 	}
-	pod, cm, err := renderer.RenderPrecheck(cc, target)
+	pod, cm, err := renderer.RenderPrecheck(cc, target, seedFrom)
 	if err != nil {
 		return err
 	}
@@ -162,8 +178,34 @@ func templateKeyOf(t *corev1.PodTemplateSpec) string {
 	return ""
 }
 
+// observePrecheck reads the pre-check pod: precheckState, and for a pod
+// that started on a copy of the data and is ready, the key count of its
+// server (DBSIZE of the copy's database), which the planner compares with
+// the copy's.
+func (r *Reconciler) observePrecheck(ctx context.Context, s *scope, p *corev1.Pod) *plan.PrecheckState {
+	st := precheckState(p)
+	if st.Seed == nil || !st.Ready || st.Failure != "" {
+		return st
+	}
+	if s.password == "" || p.Status.PodIP == "" {
+		st.Seed.LoadErr = "the pre-check pod has no address yet"
+		return st
+	}
+	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(p.Status.PodIP, "6379"), Password: s.password, DB: st.Seed.DB,
+		MaxRetries: -1, PoolSize: 1, DisableIdentity: true, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer c.Close()
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		st.Seed.LoadErr = fmt.Sprintf("DBSIZE on %s: %v", p.Name, err)
+		return st
+	}
+	st.Seed.Loaded = n
+	return st
+}
+
 // precheckState judges the pre-check pod: ready, failed (with the reason
-// the kubelet gives), or still starting.
+// the kubelet gives), or still starting; with the report of its seed init
+// container, when it has one.
 func precheckState(p *corev1.Pod) *plan.PrecheckState {
 	st := &plan.PrecheckState{TemplateKey: p.Annotations[cachev1alpha1.AnnotationTemplateKey]}
 	for _, c := range p.Status.Conditions {
@@ -174,6 +216,11 @@ func precheckState(p *corev1.Pod) *plan.PrecheckState {
 	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		st.Failure = fmt.Sprintf("the pre-check pod ended (%s): %s", p.Status.Phase, p.Status.Message)
 	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == renderer.SeedContainerName {
+			seedState(p, st)
+		}
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		switch {
 		case cs.State.Waiting != nil && badWaiting[cs.State.Waiting.Reason]:
@@ -183,9 +230,9 @@ func precheckState(p *corev1.Pod) *plan.PrecheckState {
 			if t == nil {
 				t = cs.LastTerminationState.Terminated
 			}
-			msg := "the Redis process of the pre-check pod exited"
+			msg := "the server process of the pre-check pod exited"
 			if t != nil {
-				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+				msg += fmt.Sprintf(" with code %d (%s) %s", t.ExitCode, t.Reason, logEnd(t.Message))
 			}
 			st.Failure = msg + "; see its log: kubectl logs " + p.Name
 		}
@@ -194,6 +241,52 @@ func precheckState(p *corev1.Pod) *plan.PrecheckState {
 		st.Ready = false
 	}
 	return st
+}
+
+// seedState reads what the seed init container copied (its termination
+// message), or why it failed: a copy that could not be taken fails the
+// pre-check, which says so (not the new version's fault; fixing the
+// source or reverting spec tries again).
+func seedState(p *corev1.Pod, st *plan.PrecheckState) {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name != renderer.SeedContainerName {
+			continue
+		}
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		switch {
+		case cs.State.Waiting != nil && badWaiting[cs.State.Waiting.Reason]:
+			st.Failure = fmt.Sprintf("the container that copies the data does not start: %s: %s", cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		case t == nil:
+		case t.ExitCode != 0:
+			st.Failure = fmt.Sprintf("the copy of the cluster's data for the pre-check could not be taken (exit code %d): %s", t.ExitCode, strings.TrimSpace(t.Message))
+		default:
+			rep, err := backup.ParseSeedReport(t.Message)
+			if err != nil {
+				st.Failure = "the copy of the cluster's data for the pre-check reported no key count: " + err.Error()
+				return
+			}
+			st.Seed = &plan.SeedState{Source: rep.Source, Keys: rep.Keys, ExpiringKeys: rep.ExpiringKeys, DB: rep.DB, Loaded: -1}
+		}
+	}
+}
+
+// logEnd is the end of a termination message that holds a log's end (the
+// kubelet's FallbackToLogsOnError): its last four lines, at most 600 bytes,
+// on one line. A server that refuses its configuration or data says why
+// there, and an Event holds about 1 kB.
+func logEnd(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	if len(lines) > 4 {
+		lines = lines[len(lines)-4:]
+	}
+	out := strings.Join(lines, " / ")
+	if len(out) > 600 {
+		out = "…" + out[len(out)-600:]
+	}
+	return out
 }
 
 var badWaiting = map[string]bool{

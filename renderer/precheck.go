@@ -28,9 +28,17 @@ const precheckGracePeriod int64 = 5
 // without LabelCluster neither the StatefulSet nor day-one's prune counts
 // the two objects as its own.
 //
+// seedFrom, when set, is the address (ip:port) of the cluster pod whose
+// data the pre-check loads: an init container (the operator's image,
+// `manager precheck-seed`) takes a dump of it by the backup stream into the
+// empty data folder before the server starts, and reports what the dump
+// held in its termination message (SeedMessagePath). With it the pre-check
+// tests the real configuration on a copy of the real data, not only that
+// the template starts.
+//
 // Like Render, it returns objects ready for server-side apply, without an
 // owner reference; the caller sets it.
-func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues) (pod, cm *unstructured.Unstructured, err error) {
+func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.RolloutValues, seedFrom string) (pod, cm *unstructured.Unstructured, err error) {
 	// The values the pods will run once day-two approves target.
 	draft := cc.DeepCopy()
 	draft.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: *target.DeepCopy()}
@@ -79,6 +87,22 @@ func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.Rollout
 	for _, t := range sts.Spec.VolumeClaimTemplates {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
+	// A server that refuses its configuration or its data says why in its
+	// log: the kubelet puts the log's end into the termination message,
+	// which the pre-check's verdict quotes.
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == "redis" {
+			spec.Containers[i].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		}
+	}
+	if seedFrom != "" {
+		// The seed replaces a restore init container: the pre-check
+		// starts on the seed's copy.
+		spec.InitContainers = nil
+		if err := addSeed(spec, seedFrom); err != nil {
+			return nil, nil, err
+		}
+	}
 	ppod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -94,6 +118,69 @@ func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.Rollout
 		return nil, nil, err
 	}
 	return pod, cm, nil
+}
+
+// SeedContainerName is the pre-check pod's init container that copies a
+// cluster pod's data; SeedMessagePath is its termination message, the
+// line backup.SeedReport.Format writes.
+const (
+	SeedContainerName = "seed"
+	SeedMessagePath   = "/var/run/cacheops-seed/report"
+	seedReportVolume  = "seed-report"
+)
+
+// addSeed adds the seed init container to the pre-check pod: it runs as the
+// server does (the same user, the data volume, the password from the same
+// Secret) with the operator's image, whose manager has the subcommand.
+func addSeed(spec *corev1.PodSpec, seedFrom string) error {
+	var server *corev1.Container
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == "redis" {
+			server = &spec.Containers[i]
+		}
+	}
+	if server == nil {
+		return fmt.Errorf("the pod template has no redis container")
+	}
+	var password *corev1.EnvVar
+	for i, e := range server.Env {
+		if e.Name == "REDIS_PASSWORD" {
+			password = &server.Env[i]
+		}
+	}
+	if password == nil {
+		return fmt.Errorf("the redis container has no REDIS_PASSWORD")
+	}
+	var data *corev1.VolumeMount
+	for i, m := range server.VolumeMounts {
+		if m.MountPath == "/data" {
+			data = &server.VolumeMounts[i]
+		}
+	}
+	if data == nil {
+		return fmt.Errorf("the redis container mounts no /data")
+	}
+	no, yes := false, true
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: seedReportVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:            SeedContainerName,
+		Image:           RestoreImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/manager", "precheck-seed"},
+		Args:            []string{"--from=" + seedFrom, "--data-dir=/data", "--report=" + SeedMessagePath},
+		Env:             []corev1.EnvVar{*password.DeepCopy()},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: data.Name, MountPath: "/data"},
+			{Name: seedReportVolume, MountPath: "/var/run/cacheops-seed"},
+		},
+		TerminationMessagePath:   SeedMessagePath,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, RunAsNonRoot: &yes,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	})
+	return nil
 }
 
 // toApply turns a typed object into the unstructured form server-side

@@ -24,7 +24,7 @@ func TestRenderPrecheck(t *testing.T) {
 	target.Engine, target.Version = cachev1alpha1.EngineValkey, "8.0.1"
 	target.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory-policy": "allkeys-lfu"}
 
-	podU, cmU, err := RenderPrecheck(cc, target)
+	podU, cmU, err := RenderPrecheck(cc, target, "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cc.Status.Rollout.Version).To(Equal("7.0.15"), "the CacheCluster passed in is not changed")
 
@@ -95,6 +95,7 @@ func TestRenderPrecheck(t *testing.T) {
 		}
 	}
 	g.Expect(renamed).To(Equal(1))
+	expected.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	for _, c := range sts.Spec.VolumeClaimTemplates {
 		expected.Volumes = append(expected.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
@@ -107,4 +108,48 @@ func TestRenderPrecheck(t *testing.T) {
 	// Its ConfigMap holds the target's redis.conf.
 	g.Expect(cm.Data).To(Equal(conf.Data))
 	g.Expect(cm.Data["redis.conf"]).To(ContainSubstring("maxmemory-policy allkeys-lfu"))
+}
+
+// With a seed source, the pre-check pod first copies that pod's data into
+// its empty data folder (manager precheck-seed, the operator's image, the
+// server's password) and reports what it copied in its termination message.
+func TestRenderPrecheckWithASeed(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["basic"]
+	cc.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: SpecValues(cc)}
+	target := SpecValues(cc)
+	target.Engine, target.Version = cachev1alpha1.EngineValkey, "8.0.1"
+
+	plain, _, err := RenderPrecheck(cc, target, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	podU, _, err := RenderPrecheck(cc, target, "10.0.0.7:6379")
+	g.Expect(err).NotTo(HaveOccurred())
+	var without, pod corev1.Pod
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(plain.Object, &without)).To(Succeed())
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(podU.Object, &pod)).To(Succeed())
+
+	g.Expect(pod.Spec.Containers).To(Equal(without.Spec.Containers), "the server runs as without a seed")
+	g.Expect(pod.Spec.InitContainers).To(HaveLen(1))
+	seed := pod.Spec.InitContainers[0]
+	g.Expect(seed.Name).To(Equal(SeedContainerName))
+	g.Expect(seed.Image).To(Equal(RestoreImage))
+	g.Expect(seed.Command).To(Equal([]string{"/manager", "precheck-seed"}))
+	g.Expect(seed.Args).To(ContainElements("--from=10.0.0.7:6379", "--data-dir=/data", "--report="+SeedMessagePath))
+	g.Expect(seed.TerminationMessagePath).To(Equal(SeedMessagePath))
+	g.Expect(seed.Env).To(HaveLen(1))
+	g.Expect(seed.Env[0].Name).To(Equal("REDIS_PASSWORD"))
+	g.Expect(seed.Env[0].ValueFrom.SecretKeyRef).NotTo(BeNil())
+	var mounts []string
+	for _, m := range seed.VolumeMounts {
+		mounts = append(mounts, m.Name+":"+m.MountPath)
+	}
+	g.Expect(mounts).To(ConsistOf("data:/data", "seed-report:/var/run/cacheops-seed"))
+	var emptyDirs []string
+	for _, v := range pod.Spec.Volumes {
+		g.Expect(v.PersistentVolumeClaim).To(BeNil(), "volume %s", v.Name)
+		if v.EmptyDir != nil {
+			emptyDirs = append(emptyDirs, v.Name)
+		}
+	}
+	g.Expect(emptyDirs).To(ContainElements("data", "seed-report"))
 }

@@ -152,6 +152,14 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
+// Event reasons of the day-two data check after a restart: a restarted
+// replica holds the keys sampled on the master (EventDataChecked), or lacks
+// some and the rollout stops (EventDataCheckFailed).
+const (
+	EventDataChecked     = "DataChecked"
+	EventDataCheckFailed = "DataCheckFailed"
+)
+
 // Event reasons of the day-two controller.
 const (
 	EventMasterElected     = "MasterElected"

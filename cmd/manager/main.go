@@ -5,6 +5,9 @@
 //
 // `manager restore ...` is the init container of a cluster created with
 // spec.restore: it downloads the dump into the data directory.
+// `manager precheck-seed ...` is the init container of an upgrade's
+// pre-check pod: it copies a cluster pod's current data into the pod's
+// empty data folder.
 // `manager backup-store ...` serves a PersistentVolumeClaim backup target
 // to the operator (the pod of StatefulSet <cluster>-backup-store).
 package main
@@ -35,6 +38,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "restore" {
 		os.Exit(restore(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "precheck-seed" {
+		os.Exit(precheckSeed(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "backup-store" {
 		os.Exit(backupStore(os.Args[2:]))

@@ -25,6 +25,12 @@ func redisServer(t testing.TB, args ...string) *redis.Client {
 // in a temporary folder.
 func engineServer(t testing.TB, program string, args ...string) *redis.Client {
 	t.Helper()
+	return engineServerIn(t, program, t.TempDir(), args...)
+}
+
+// engineServerIn starts a real server program on the data folder dir.
+func engineServerIn(t testing.TB, program, dir string, args ...string) *redis.Client {
+	t.Helper()
 	bin, err := exec.LookPath(program)
 	if err != nil {
 		t.Fatalf("%s is needed (make test installs it with hack/install-deps.sh): %v", program, err)
@@ -35,7 +41,6 @@ func engineServer(t testing.TB, program string, args ...string) *redis.Client {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	dir := t.TempDir()
 	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--requirepass", "pw"}, args...)...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {

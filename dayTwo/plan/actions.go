@@ -156,6 +156,10 @@ const (
 const (
 	// ActionRunBackup starts streaming a dump of Pod to the backup target.
 	ActionRunBackup ActionType = "RunBackup"
+	// ActionCheckData reads a sample of Master's keys on the replica Pod,
+	// once the replica has reached the master's offset at sample time,
+	// and records what it found (Snapshot.DataChecks).
+	ActionCheckData ActionType = "CheckData"
 	// ActionVerifyRestore compares the restored master's keys with the
 	// backup's metadata and records the Restored condition.
 	ActionVerifyRestore ActionType = "VerifyRestore"

@@ -158,12 +158,19 @@ func planUpgrade(s Snapshot) Action {
 		case pc != nil && pc.TemplateKey == key && pc.Failure != "":
 			return Action{Type: ActionPrecheckFail, Reason: pc.Failure}
 		case pc != nil && pc.TemplateKey == key && pc.Ready:
-			next := op.DeepCopy()
-			next.Step, next.StepStartedAt = cachev1alpha1.StepRestart, timeRef(s.Now)
-			return Action{Type: ActionPrecheckPass, Values: op.Target, Operation: next, Reason: "the new template starts and loads the configuration"}
+			if a, decided := judgeSeed(s, pc.Seed, op.Target); decided {
+				return a
+			}
+			if stepExpired(s) {
+				return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the keys the pre-check pod loaded could not be counted within %s: %s", s.StepDeadline, pc.Seed.LoadErr)}
+			}
+			return Action{Type: ActionWait, Reason: "counting the keys the pre-check pod loaded"}
 		case stepExpired(s):
 			return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the pre-check pod did not become ready within %s", s.StepDeadline)}
 		case pc == nil || pc.TemplateKey != key:
+			if src, ok := seedSource(s); ok {
+				return Action{Type: ActionPrecheckStart, Values: op.Target, Pod: src.Name, Reason: "start a pod with the new template on a copy of " + src.Name + "'s data"}
+			}
 			return Action{Type: ActionPrecheckStart, Values: op.Target, Reason: "start a pod with the new template"}
 		}
 		return Action{Type: ActionWait, Reason: "waiting for the pre-check pod"}
@@ -219,6 +226,9 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 			why += fmt.Sprintf(" (for more than %s)", s.StepDeadline)
 		}
 		return Action{Type: ActionWait, Pod: name, Reason: why}
+	}
+	if a, ok := planDataCheck(s, master, func(p PodState) bool { return !outdated(p) }); ok {
+		return a
 	}
 
 	pods := SortedPods(s)

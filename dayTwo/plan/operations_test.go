@@ -49,8 +49,14 @@ func version(s Snapshot, v string) cachev1alpha1.RolloutValues {
 }
 
 // upgrading: an upgrade to valkey 8.0.1 past its pre-check; the StatefulSet is on
-// revision r2; the pods named in updated run it.
+// revision r2; the pods named in updated run it. Every replica passed its
+// data check against the current master (datacheck_test.go tests the
+// checks).
 func upgrading(s Snapshot, updated ...string) Snapshot {
+	s.DataChecks = map[string]DataCheck{}
+	for _, p := range s.Pods {
+		s.DataChecks[p.Name] = DataCheck{RunID: p.Obs.RunID, Master: s.CurrentMaster, Sampled: 32}
+	}
 	prev := *s.Approved.DeepCopy()
 	target := version(s, "8.0.1")
 	s.Spec, s.Approved = target, target.DeepCopy()

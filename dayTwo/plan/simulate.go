@@ -81,7 +81,8 @@ func (w *world) newPod(i int, fresh bool) PodState {
 	name := fmt.Sprintf("%s-%d", w.s.Name, i)
 	p := PodState{Name: name, IP: w.ip(i), Observed: true, Ready: true, Revision: w.s.StatefulSet.UpdateRevision, Created: w.s.Now,
 		RoleLabel: cachev1alpha1.RoleReplica,
-		Obs:       probe.Observation{Pod: name, IP: w.ip(i), Reachable: true, LastSeen: w.s.Now, Role: "slave", MasterLinkUp: true, Keys: 1, Offset: 100}}
+		Obs: probe.Observation{Pod: name, IP: w.ip(i), Reachable: true, LastSeen: w.s.Now, Role: "slave", MasterLinkUp: true, Keys: 1, Offset: 100,
+			RunID: name + "@" + w.s.Now.Format(time.RFC3339)}}
 	if name == w.s.CurrentMaster && !fresh {
 		p.RoleLabel, p.Obs.Role, p.Obs.MasterLinkUp = cachev1alpha1.RoleMaster, "master", false
 	} else if m, ok := w.s.Pod(w.s.CurrentMaster); ok {
@@ -148,6 +149,12 @@ func (w *world) apply(a Action) {
 		s.Precheck = &PrecheckState{TemplateKey: renderer.TemplateKey(*a.Values), Ready: true}
 	case ActionPrecheckFail:
 		s.Operation, s.Precheck = nil, nil
+	case ActionCheckData:
+		p, _ := s.Pod(a.Pod)
+		if s.DataChecks == nil {
+			s.DataChecks = map[string]DataCheck{}
+		}
+		s.DataChecks[a.Pod] = DataCheck{RunID: p.Obs.RunID, Master: a.Master, Sampled: 1, At: s.Now}
 	case ActionRefuseChange:
 		s.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*a.Values), Reason: cachev1alpha1.ReasonDowngradeRefused, Message: a.Reason}
 	case ActionRestartPod:

@@ -69,6 +69,9 @@ type Snapshot struct {
 	StatefulSet *StatefulSetState
 	// Precheck is the temporary pod of an upgrade pre-check; nil if absent.
 	Precheck *PrecheckState
+	// DataChecks are the last data checks of the pods (by name): what a
+	// sample of the master's keys found on each replica.
+	DataChecks map[string]DataCheck
 	// SwitchoverTo is a requested switchover (annotation), empty if none.
 	SwitchoverTo string
 	// StepDeadline bounds a pre-check and how long an upgraded pod may
@@ -122,6 +125,25 @@ type PrecheckState struct {
 	Ready       bool
 	// Failure says why the pod cannot start; empty while it may still.
 	Failure string
+	// Seed is the copy of a cluster pod's data the pod started on; nil
+	// for a pre-check on an empty folder, or while the copy is not taken
+	// yet.
+	Seed *SeedState
+}
+
+// SeedState is a pre-check pod's copy of the data: what the dump held (its
+// seed init container's report) and what the server loaded from it.
+type SeedState struct {
+	// Source is the address the dump was taken from.
+	Source string
+	// Keys and ExpiringKeys count the dump's database DB; Keys is -1 when
+	// the dump's header could not be read.
+	Keys, ExpiringKeys int64
+	DB                 int
+	// Loaded is DBSIZE of database DB on the started pre-check server;
+	// -1 until it was read (LoadErr says why not, when it failed).
+	Loaded  int64
+	LoadErr string
 }
 
 func (s Snapshot) Pod(name string) (PodState, bool) {

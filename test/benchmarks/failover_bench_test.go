@@ -235,6 +235,9 @@ func startOperatorCluster(b *testing.B, root, bin string) (*cluster.Cluster, cli
 		Nodes:          []cluster.NodeOptions{{Name: "node-a", Zone: "zone-a"}, {Name: "node-b", Zone: "zone-b"}, {Name: "node-c", Zone: "zone-c"}},
 		Bridge:         "cacheopsbench",
 		PodCIDR:        "10.246.0.0/16",
+		// The operator's image: an upgrade's pre-check pod copies the data
+		// with `manager precheck-seed`.
+		Images: append(cluster.DefaultImages(), cluster.OperatorImage(manager)),
 	})
 	if err != nil {
 		b.Fatal(err)

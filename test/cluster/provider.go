@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -501,6 +502,7 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 		}
 		spec.Mounts = append(spec.Mounts, initMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
 	}
+	messageFile := terminationMessageFile(c.spec, spec.Mounts)
 	p.mu.Lock()
 	tokenDir := r.tokenDir
 	p.mu.Unlock()
@@ -579,13 +581,70 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 		}
 		c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now(),
-			ContainerID: fmt.Sprintf("process://%d", c.pid),
+			ContainerID: fmt.Sprintf("process://%d", c.pid), Message: readTerminationMessage(messageFile),
 		}}
+		if t := c.state.Terminated; t.Message == "" && code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			t.Message = logTail(logPath)
+		}
 		c.ready = false
 		p.mu.Unlock()
 		close(exited)
 	}()
 	return nil
+}
+
+// terminationMessageFile is where, on this machine, a container's
+// terminationMessagePath is written: the kubelet mounts a file of its own
+// there; this node reads it only when the path lies in one of the
+// container's writable volume mounts (the pre-check's seed container sets
+// it so). Empty when the path is elsewhere (the default /dev/termination-log):
+// such a container reports no message here.
+func terminationMessageFile(c corev1.Container, mounts []initMount) string {
+	path := filepath.Clean(c.TerminationMessagePath)
+	best := ""
+	for _, m := range mounts {
+		t := filepath.Clean(m.Target)
+		if m.ReadOnly || (path != t && !strings.HasPrefix(path, t+"/")) || len(t) <= len(best) {
+			continue
+		}
+		best = filepath.Join(m.Source, strings.TrimPrefix(path, t))
+	}
+	return best
+}
+
+// readTerminationMessage reads at most 4096 bytes of a termination message
+// file, as the kubelet does.
+func readTerminationMessage(file string) string {
+	if file == "" {
+		return ""
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	return string(b)
+}
+
+// logTail is what the kubelet reports for a failed container whose
+// terminationMessagePolicy is FallbackToLogsOnError: the end of its log,
+// at most 80 lines and 2048 bytes.
+func logTail(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 2048 {
+		_, _ = f.Seek(fi.Size()-2048, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 2048))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // identity is the user a container runs as: its securityContext, then the

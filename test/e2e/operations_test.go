@@ -15,6 +15,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -339,19 +340,90 @@ func TestFailingPrecheckTouchesNothing(t *testing.T) {
 	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
 }
 
-// refusingImage runs the real valkey-server 8.0.1 only on an empty data
-// folder: it passes a pre-check (empty volume) and fails on the cluster's
-// pods, as a Valkey pod that does not come up mid-migration would.
+// The pre-check runs the new version with the new configuration on a copy
+// of a replica's data: a configuration the data does not fit (databases 4
+// while a key lives in database 9, which valkey-server refuses at start)
+// fails it, though the same pod on an empty folder would start. No pod
+// restarts, the status and an Event quote the server; reverting the
+// configuration lets the migration run, its pre-check holding every key
+// of the copy.
+func TestPrecheckOnACopyOfTheDataRefusesAConfigurationThatDoesNotFit(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "e2e-precheck-data"
+	cc, _, w, masters := underLoad(t, g, ns)
+	uids := podUIDs(g, ns)
+	master := getCC(g, cc).Status.CurrentMaster
+	base := redisAt(pod(g, ns, master).Status.PodIP, password(g, ns, "basic"))
+	opts := *base.Options()
+	base.Close()
+	opts.DB, opts.PoolSize = 9, 1
+	rc := redis.NewClient(&opts)
+	defer rc.Close()
+	g.Expect(rc.Set(ctx, "in-database-9", "x", 0).Err()).To(Succeed())
+	g.Expect(rc.Do(ctx, "WAIT", "2", "5000").Int()).To(Equal(2), "both replicas hold the key in database 9")
+
+	mergePatch(g, cc, `{"spec":{"engine":"valkey","version":"8.0.1","config":{"databases":"4"}}}`)
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionStalled)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonUpgradePrecheckFailed))
+		g.Expect(c.Message).To(ContainSubstring("configured to handle more than 4 databases"))
+		g.Expect(c.Message).To(ContainSubstring("No pod was restarted"))
+	}, limits.ClusterReady, limits.Poll).Should(Succeed())
+	capture(g, cc, "stalled-precheck-data")
+	t.Logf("stalled: %s", meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionStalled).Message)
+	failed := eventsByReason(g, ns)[cachev1alpha1.EventPrecheckFailed]
+	g.Expect(failed).To(ContainElement(HaveField("Message", ContainSubstring("more than 4 databases"))))
+	g.Expect(podUIDs(g, ns)).To(Equal(uids), "no pod restarted")
+	sts := &appsv1.StatefulSet{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, sts)).To(Succeed())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal("redis:7.0.15"), "the StatefulSet keeps the running template")
+	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
+	for name := range uids {
+		g.Expect(serverOf(g, ns, "basic", name)).To(Equal("redis 7.0.15"), name)
+	}
+
+	// Without the databases change the copy loads whole and the
+	// migration runs.
+	mergePatch(g, cc, `{"spec":{"config":null}}`)
+	g.Eventually(func(g Gomega) {
+		got := waitReplicating(g, cc)
+		g.Expect(got.Status.CurrentVersion).To(Equal("8.0.1"))
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeNil())
+	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
+	passed := eventsByReason(g, ns)[cachev1alpha1.EventPrecheckPassed]
+	g.Expect(passed).To(ContainElement(HaveField("Message", MatchRegexp(`valkey 8\.0\.1 starts with the configuration on a copy of the data of 10\.[0-9.]+:6379 and holds its [0-9]+ keys in database 0`))))
+	for _, e := range passed {
+		t.Logf("pre-check: %s", e.Message)
+	}
+	// Each pod that came back as a replica was read: a sample of the
+	// master's keys, on the replica once it reached the master's offset.
+	checked := map[string]bool{}
+	for _, e := range eventsByReason(g, ns)[cachev1alpha1.EventDataChecked] {
+		name, _, _ := strings.Cut(e.Message, " ")
+		checked[name] = true
+		t.Logf("data check: %s", e.Message)
+	}
+	g.Expect(checked).To(HaveLen(3), "a data check of every restarted pod")
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventDataCheckFailed]).To(BeEmpty())
+	w.finish(t, g, masters)
+}
+
+// refusingImage runs the real valkey-server 8.0.1 only in a pre-check pod
+// (its hostname is the pod's name, <cluster>-precheck): it passes the
+// pre-check, copy of the data included, and fails on the cluster's pods,
+// as a Valkey pod that does not come up mid-migration would.
 const refusingImage = "cacheops-e2e/valkey-refuses-old-data:8.0.1"
 
 func refusingImageScript(dir string) (string, error) {
 	path := filepath.Join(dir, "valkey-refuses-old-data")
 	script := `#!/bin/sh
-if [ -n "$(ls -A /data 2>/dev/null)" ]; then
-  echo "this valkey-server does not start on the data in /data" >&2
-  exit 1
-fi
-exec /usr/bin/valkey-server "$@"
+case "$(hostname)" in
+  *-precheck) exec /usr/bin/valkey-server "$@" ;;
+esac
+echo "this valkey-server starts only in a pre-check pod" >&2
+exit 1
 `
 	return path, os.WriteFile(path, []byte(script), 0o755)
 }
