@@ -105,6 +105,15 @@ func TestChartDefaults(t *testing.T) {
 	if got := flags.Lookup("leader-election-namespace").Value.String(); got != defaultNamespace {
 		t.Errorf("--leader-election-namespace: got %q, want the release namespace", got)
 	}
+	// The clusters' NetworkPolicies admit the pods these flags name: they
+	// must be the manager's own.
+	if got := flags.Lookup("operator-namespace").Value.String(); got != defaultNamespace {
+		t.Errorf("--operator-namespace: got %q, want the release namespace", got)
+	}
+	sel, err := labels.Parse(flags.Lookup("operator-pod-labels").Value.String())
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("--operator-pod-labels %q (%v) does not select the manager's pods, labelled %v", flags.Lookup("operator-pod-labels").Value.String(), err, d.Spec.Template.Labels)
+	}
 	if got := flags.Lookup("watch-namespaces").Value.String(); got != defaultNamespace {
 		t.Errorf("--watch-namespaces: got %q, want the release namespace by default", got)
 	}

@@ -28,6 +28,15 @@ app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: manager
 {{- end }}
 
+{{/* A map of labels as k=v,k=v, sorted by key. */}}
+{{- define "cacheops.labelList" -}}
+{{- $out := list -}}
+{{- range $k, $v := . -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end }}
+
 {{- define "cacheops.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "cacheops.fullname" .) .Values.serviceAccount.name -}}
