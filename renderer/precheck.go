@@ -77,6 +77,9 @@ func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.Rollout
 	}
 	spec := sts.Spec.Template.Spec.DeepCopy()
 	spec.RestartPolicy = corev1.RestartPolicyNever
+	// It runs beside the cluster's pods for a moment: the spread that
+	// keeps them apart would keep it off every node they use.
+	spec.Affinity, spec.TopologySpreadConstraints = nil, nil
 	grace := precheckGracePeriod
 	spec.TerminationGracePeriodSeconds = &grace
 	for i, v := range spec.Volumes {

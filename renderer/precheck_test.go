@@ -87,6 +87,10 @@ func TestRenderPrecheck(t *testing.T) {
 	expected := sts.Spec.Template.Spec.DeepCopy()
 	expected.RestartPolicy = corev1.RestartPolicyNever
 	expected.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
+	// Not kept apart from the cluster's pods, which would leave it no node.
+	g.Expect(expected.Affinity).NotTo(BeNil())
+	g.Expect(expected.TopologySpreadConstraints).NotTo(BeEmpty())
+	expected.Affinity, expected.TopologySpreadConstraints = nil, nil
 	renamed := 0
 	for i, v := range expected.Volumes {
 		if v.ConfigMap != nil && v.ConfigMap.Name == "basic-config" {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -30,6 +31,63 @@ const (
 // binary has a restore subcommand). The manager sets it from
 // --restore-image.
 var RestoreImage = "ghcr.io/cacheops/cacheops-manager:0.1.0"
+
+// OperatorIdentity says where the operator's pods run, for the
+// NetworkPolicies that admit them: the namespace and the labels of its pods.
+type OperatorIdentity struct {
+	Namespace string
+	PodLabels map[string]string
+}
+
+// Operator is the operator the rendered NetworkPolicies admit. The manager
+// sets it from --operator-namespace and --operator-pod-labels, which the
+// install chart fills with its release namespace and the manager's pod
+// labels (its release among them); the default is the manager pods of any
+// release of the chart in cacheops-system.
+var Operator = OperatorIdentity{
+	Namespace: "cacheops-system",
+	PodLabels: map[string]string{
+		"app.kubernetes.io/name":      "cacheops",
+		"app.kubernetes.io/component": "manager",
+	},
+}
+
+// networkPolicyValues: the operator's namespace and pod labels, and the
+// NetworkPolicy peers of spec.network.allowedClients (unset: every pod of
+// the cluster's namespace).
+func networkPolicyValues(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
+	if Operator.Namespace == "" || len(Operator.PodLabels) == 0 {
+		return nil, fmt.Errorf("the operator's namespace and pod labels are not set (--operator-namespace, --operator-pod-labels)")
+	}
+	podLabels := map[string]any{}
+	for k, v := range Operator.PodLabels {
+		podLabels[k] = v
+	}
+	clients := []any{map[string]any{"podSelector": map[string]any{}}}
+	if ac := cc.Spec.Network.AllowedClients; len(ac) > 0 {
+		clients = []any{}
+		for i := range ac {
+			// The CRD cannot check a selector's operators and values; a bad
+			// one stalls the cluster with this message instead of reaching
+			// the API server in a NetworkPolicy.
+			for what, sel := range map[string]*metav1.LabelSelector{"podSelector": ac[i].PodSelector, "namespaceSelector": ac[i].NamespaceSelector} {
+				if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+					return nil, fmt.Errorf("spec.network.allowedClients[%d].%s: %w", i, what, err)
+				}
+			}
+			peer, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ac[i])
+			if err != nil {
+				return nil, fmt.Errorf("spec.network.allowedClients[%d]: %w", i, err)
+			}
+			clients = append(clients, peer)
+		}
+	}
+	return map[string]any{
+		"enabled":        true,
+		"operator":       map[string]any{"namespace": Operator.Namespace, "podLabels": podLabels},
+		"allowedClients": clients,
+	}, nil
+}
 
 // RestoreLocation is the dump a cluster restores: status.restoreFrom once
 // the operator resolved spec.restore or started a disaster recovery, or
@@ -230,6 +288,10 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	networkPolicy, err := networkPolicyValues(cc)
+	if err != nil {
+		return nil, err
+	}
 
 	return map[string]any{
 		"restore":             restore,
@@ -251,8 +313,9 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"auth":                auth,
 		"probeTimeoutSeconds": int64(probeTimeout),
 		"podDisruptionBudget": map[string]any{"enabled": true},
-		"networkPolicy":       map[string]any{"enabled": true},
+		"networkPolicy":       networkPolicy,
 		"sharded":             shardedValues(cc, probeTimeout),
+		"scheduling":          map[string]any{"spread": string(spreadOf(cc))},
 	}, nil
 }
 
@@ -273,4 +336,12 @@ func appendDirName(ev cachev1alpha1.EngineVersion) string {
 		return "appendonly"
 	}
 	return ""
+}
+
+// spreadOf is spec.scheduling.spread, preferred when unset.
+func spreadOf(cc *cachev1alpha1.CacheCluster) cachev1alpha1.SpreadMode {
+	if cc.Spec.Scheduling.Spread == "" {
+		return cachev1alpha1.SpreadPreferred
+	}
+	return cc.Spec.Scheduling.Spread
 }

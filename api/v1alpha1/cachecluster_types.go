@@ -100,6 +100,10 @@ type CacheClusterSpec struct {
 	// +optional
 	Network NetworkSpec `json:"network,omitempty"`
 
+	// Scheduling says how the pods are spread over nodes and zones.
+	// +optional
+	Scheduling SchedulingSpec `json:"scheduling,omitempty"`
+
 	// Config holds Redis configuration parameters (redis.conf directives)
 	// by name, e.g. maxmemory: "256mb". Only the parameters cacheops
 	// supports are accepted, each with a rule for its values
@@ -203,6 +207,66 @@ type NetworkSpec struct {
 	// +kubebuilder:default=ClusterIP
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	ServiceType corev1.ServiceType `json:"serviceType,omitempty"`
+
+	// AllowedClients are the pods the cluster's NetworkPolicy lets connect
+	// to the Redis port, read like the peers of a NetworkPolicy: a
+	// podSelector alone selects pods of the cluster's namespace, a
+	// namespaceSelector alone every pod of the namespaces it selects, both
+	// the selected pods of the selected namespaces. Unset: every pod of the
+	// cluster's namespace; an empty list is refused (to admit no client,
+	// select no pod, e.g. podSelector: {matchLabels: {none: none}}). The
+	// cluster's own pods and the operator are
+	// always admitted; nothing else is. Only a network plugin that enforces
+	// NetworkPolicy makes this a barrier (docs/security.md).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	AllowedClients []ClientSelector `json:"allowedClients,omitempty"`
+}
+
+// SpreadMode says how strictly a cluster's pods are kept apart.
+type SpreadMode string
+
+const (
+	// SpreadPreferred asks the scheduler to put the pods on different
+	// nodes and spread them evenly over zones, and places them anyway when
+	// it cannot.
+	SpreadPreferred SpreadMode = "preferred"
+	// SpreadRequired never puts two pods of a cluster on one node and
+	// keeps the zones at most one pod apart; a pod that cannot be placed
+	// so stays Pending.
+	SpreadRequired SpreadMode = "required"
+)
+
+// SchedulingSpec says how the pods are spread over nodes and zones.
+type SchedulingSpec struct {
+	// Spread over nodes (kubernetes.io/hostname, pod anti-affinity) and
+	// zones (topology.kubernetes.io/zone, a topology spread constraint
+	// with maxSkew 1): preferred (the default) places the pods apart when
+	// there is room and together otherwise; required never puts two pods
+	// on one node nor lets the zones differ by more than one pod, so a
+	// cluster needs as many nodes as pods, and nodes without a zone label
+	// take none of its pods. A change rolls the pods one at a time.
+	// +optional
+	// +kubebuilder:default=preferred
+	// +kubebuilder:validation:XValidation:rule="self in ['preferred', 'required']",messageExpression="'scheduling.spread ' + self + ' is not a spread mode: preferred spreads the pods over nodes and zones when there is room, required never puts two pods on one node and keeps zones at most one pod apart (pods that cannot be placed so stay Pending)'"
+	Spread SpreadMode `json:"spread,omitempty"`
+}
+
+// ClientSelector selects client pods by their labels and their namespace's
+// labels, as a NetworkPolicy peer does.
+// +kubebuilder:validation:XValidation:rule="has(self.podSelector) || has(self.namespaceSelector)",message="an allowed client needs a podSelector, a namespaceSelector or both (an empty selector {} selects everything: namespaceSelector: {} admits every pod of every namespace)"
+type ClientSelector struct {
+	// PodSelector selects pods by label; in the cluster's namespace unless
+	// namespaceSelector is set too.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// NamespaceSelector selects namespaces by label (every namespace has
+	// kubernetes.io/metadata.name: <its name>).
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // AuthSpec configures the Redis password.

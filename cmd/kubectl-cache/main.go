@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cacheops/cacheops/gitops/change"
@@ -27,10 +28,12 @@ func main() {
 
 const usage = `usage: kubectl cache COMMAND ...
 
-  render -f FILE [--values]
+  render -f FILE [--values] [--operator-namespace NS] [--operator-pod-labels K=V,...]
            print the objects the operator applies for the CacheCluster(s) in
            FILE ("-" reads standard input); --values prints the chart values
-           instead, for helm template charts/cachecluster -f <values>
+           instead, for helm template charts/cachecluster -f <values>; the
+           operator flags name the manager's pods as its own flags do (the
+           NetworkPolicies admit them)
   plan [--base FILE|DIR|REV] --head FILE|DIR|REV [--format text|markdown|json] [--master POD | --live] [PATH...]
            what a change does to each CacheCluster: the day-two operations
            it triggers in order, with the pods they restart and the
@@ -80,14 +83,22 @@ func render(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	file := fs.String("f", "", "CacheCluster manifest (- for standard input)")
 	valuesOnly := fs.Bool("values", false, "print the chart values instead of the objects")
+	opNamespace := fs.String("operator-namespace", renderer.Operator.Namespace, "namespace of the operator's pods, as the manager's --operator-namespace: the NetworkPolicies admit them")
+	opLabels := fs.String("operator-pod-labels", labels.Set(renderer.Operator.PodLabels).String(), "labels of the operator's pods (k=v,k=v), as the manager's --operator-pod-labels")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *file == "" {
 		return errors.New("render needs -f FILE")
 	}
+	podLabels, err := labels.ConvertSelectorToLabelsMap(*opLabels)
+	if err != nil {
+		return fmt.Errorf("--operator-pod-labels: %w", err)
+	}
+	saved := renderer.Operator
+	defer func() { renderer.Operator = saved }()
+	renderer.Operator = renderer.OperatorIdentity{Namespace: *opNamespace, PodLabels: podLabels}
 	var data []byte
-	var err error
 	if *file == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {

@@ -119,3 +119,16 @@ func TestRenderRejectsMisspeltFields(t *testing.T) {
 	err := run([]string{"render", "-f", "-"}, strings.NewReader(in), &bytes.Buffer{})
 	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "spec.replicass"`)))
 }
+
+// render names the operator's pods as the manager does, from the same
+// flags, and only for that command.
+func TestRenderNamesTheOperatorAsTheManagerDoes(t *testing.T) {
+	g := NewWithT(t)
+	ex := filepath.Join("..", "..", "examples", "basic.yaml")
+	var out bytes.Buffer
+	g.Expect(run([]string{"render", "-f", ex, "--operator-namespace", "ops", "--operator-pod-labels", "app.kubernetes.io/instance=mine,app.kubernetes.io/name=cacheops"}, nil, &out)).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("kubernetes.io/metadata.name: ops\n"))
+	g.Expect(out.String()).To(ContainSubstring("app.kubernetes.io/instance: mine\n"))
+	g.Expect(renderer.Operator.Namespace).To(Equal("cacheops-system"), "the flags outlive the command")
+	g.Expect(run([]string{"render", "-f", ex, "--operator-pod-labels", "not a label"}, nil, &out)).To(MatchError(ContainSubstring("--operator-pod-labels")))
+}

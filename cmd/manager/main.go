@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,6 +63,9 @@ func main() {
 		dayTwoWorkers   int
 	)
 	flag.StringVar(&renderer.RestoreImage, "restore-image", renderer.RestoreImage, "Image of the init container that downloads a backup into a restored cluster's pods: the operator's own image (its manager binary runs `manager restore`).")
+	flag.StringVar(&renderer.Operator.Namespace, "operator-namespace", renderer.Operator.Namespace, "Namespace the manager's pods run in: the clusters' NetworkPolicies admit the operator's pods from it (the install chart passes its release namespace).")
+	var operatorPodLabels string
+	flag.StringVar(&operatorPodLabels, "operator-pod-labels", labels.Set(renderer.Operator.PodLabels).String(), "Labels of the manager's pods (k=v,k=v): the clusters' NetworkPolicies admit the pods that carry all of them in --operator-namespace (the install chart passes its manager's selector labels).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the net/http/pprof endpoints (/debug/pprof/...); empty turns them off. For profiling only: never expose it.")
@@ -80,6 +84,12 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	podLabels, err := labels.ConvertSelectorToLabelsMap(operatorPodLabels)
+	if err != nil || len(podLabels) == 0 || renderer.Operator.Namespace == "" {
+		ctrl.Log.Error(err, "Invalid --operator-namespace or --operator-pod-labels: the namespace and at least one label k=v are needed", "namespace", renderer.Operator.Namespace, "labels", operatorPodLabels)
+		os.Exit(2)
+	}
+	renderer.Operator.PodLabels = podLabels
 	controller.MajorityDownAfter = majorityDown
 	log := ctrl.Log.WithName("setup")
 

@@ -53,8 +53,16 @@ func TestChartInstallsAndReconciles(t *testing.T) {
 	t.Run("AllNamespaces", func(t *testing.T) {
 		runInstall(t, admin, installCase{
 			release: "cacheops", namespace: "cacheops-system",
+			values:           "watchAllNamespaces: true",
 			clusterNamespace: "apps", otherNamespace: "",
 			checkMetrics: true,
+		})
+	})
+	// The default values: the release namespace only.
+	t.Run("ReleaseNamespace", func(t *testing.T) {
+		runInstall(t, admin, installCase{
+			release: "own", namespace: "own-system",
+			clusterNamespace: "own-system", otherNamespace: "own-other",
 		})
 	})
 	t.Run("WatchNamespaces", func(t *testing.T) {
@@ -117,8 +125,9 @@ func startControlPlane(t *testing.T) env {
 
 func runInstall(t *testing.T, admin env, tc installCase) {
 	ctx := context.Background()
-	for _, ns := range []string{tc.namespace, tc.clusterNamespace, tc.otherNamespace} {
-		if ns == "" {
+	for i, ns := range []string{tc.namespace, tc.clusterNamespace, tc.otherNamespace} {
+		// The cluster may live in the release namespace.
+		if ns == "" || (i == 1 && ns == tc.namespace) {
 			continue
 		}
 		if err := admin.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -330,6 +339,14 @@ func runInstall(t *testing.T, admin env, tc installCase) {
 		err = sa.List(ctx, &cachev1alpha1.CacheClusterList{}, client.InNamespace(tc.otherNamespace))
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("listing CacheClusters in %s as %s: want Forbidden, got %v", tc.otherNamespace, user, err)
+		}
+		// A Secret there, created by its owner, stays out of reach.
+		if err := admin.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tc.otherNamespace, Name: "theirs"}}); err != nil {
+			t.Fatal(err)
+		}
+		err = sa.Get(ctx, client.ObjectKey{Namespace: tc.otherNamespace, Name: "theirs"}, &corev1.Secret{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("reading Secret %s/theirs as %s: want Forbidden, got %v", tc.otherNamespace, user, err)
 		}
 		rec.forget(tc.otherNamespace)
 		if err := sa.List(ctx, &cachev1alpha1.CacheClusterList{}, client.InNamespace(tc.clusterNamespace)); err != nil {

@@ -44,6 +44,7 @@ func TestRenderChartEqualsHelmTemplate(t *testing.T) {
 		{"default values", ""},
 		{"every optional object", allOptions},
 		{"listed namespaces", "watchNamespaces: [team-a, team-b]\nmanager: {extraArgs: [--zap-devel]}"},
+		{"every namespace", "watchAllNamespaces: true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := renderChart(t, defaultRelease, defaultNamespace, tc.values)
@@ -75,20 +76,15 @@ func TestRenderChartEqualsHelmTemplate(t *testing.T) {
 
 func TestChartDefaults(t *testing.T) {
 	r := renderChart(t, defaultRelease, defaultNamespace, "")
-	want := []string{"ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"}
+	// By default nothing is cluster-wide: the operator watches its own
+	// namespace only.
+	want := []string{"Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"}
 	if got := r.kinds(); !slices.Equal(got, want) {
 		t.Fatalf("kinds: got %v, want %v", got, want)
 	}
 	for _, o := range r.objs {
-		switch o.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding":
-			if o.GetNamespace() != "" {
-				t.Errorf("%s %s has namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
-			}
-		default:
-			if o.GetNamespace() != defaultNamespace {
-				t.Errorf("%s %s is in namespace %q, want the release namespace", o.GetKind(), o.GetName(), o.GetNamespace())
-			}
+		if o.GetNamespace() != defaultNamespace {
+			t.Errorf("%s %s is in namespace %q, want the release namespace", o.GetKind(), o.GetName(), o.GetNamespace())
 		}
 		if o.GetLabels()[cachev1alpha1.LabelManagedBy] == cachev1alpha1.ManagedByValue {
 			t.Errorf("%s %s is labelled managed-by=cacheops, which marks a CacheCluster's child", o.GetKind(), o.GetName())
@@ -109,8 +105,17 @@ func TestChartDefaults(t *testing.T) {
 	if got := flags.Lookup("leader-election-namespace").Value.String(); got != defaultNamespace {
 		t.Errorf("--leader-election-namespace: got %q, want the release namespace", got)
 	}
-	if got := flags.Lookup("watch-namespaces").Value.String(); got != "" {
-		t.Errorf("--watch-namespaces: got %q, want every namespace by default", got)
+	// The clusters' NetworkPolicies admit the pods these flags name: they
+	// must be the manager's own.
+	if got := flags.Lookup("operator-namespace").Value.String(); got != defaultNamespace {
+		t.Errorf("--operator-namespace: got %q, want the release namespace", got)
+	}
+	sel, err := labels.Parse(flags.Lookup("operator-pod-labels").Value.String())
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("--operator-pod-labels %q (%v) does not select the manager's pods, labelled %v", flags.Lookup("operator-pod-labels").Value.String(), err, d.Spec.Template.Labels)
+	}
+	if got := flags.Lookup("watch-namespaces").Value.String(); got != defaultNamespace {
+		t.Errorf("--watch-namespaces: got %q, want the release namespace by default", got)
 	}
 
 	// Probes and the metrics Service reach the ports the manager binds.
@@ -152,8 +157,8 @@ func TestChartDefaults(t *testing.T) {
 	// RBAC binds the rules to the ServiceAccount the pods run as.
 	sa := d.Spec.Template.Spec.ServiceAccountName
 	r.get(t, "ServiceAccount", defaultNamespace, sa)
-	crb := typed[rbacv1.ClusterRoleBinding](t, r.get(t, "ClusterRoleBinding", "", "cacheops-manager"))
-	checkBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", "cacheops-manager", sa)
+	rb := typed[rbacv1.RoleBinding](t, r.get(t, "RoleBinding", defaultNamespace, "cacheops-manager"))
+	checkBinding(t, rb.RoleRef, rb.Subjects, "Role", "cacheops-manager", sa)
 	le := typed[rbacv1.Role](t, r.get(t, "Role", defaultNamespace, "cacheops-leader-election"))
 	leaseID := leaderElectionID(t)
 	var canRenew bool
@@ -241,8 +246,20 @@ func checkBinding(t *testing.T, ref rbacv1.RoleRef, subjects []rbacv1.Subject, k
 }
 
 func TestChartWatchNamespaces(t *testing.T) {
-	cluster := renderChart(t, defaultRelease, defaultNamespace, "")
+	cluster := renderChart(t, defaultRelease, defaultNamespace, "watchAllNamespaces: true")
 	clusterRules := typed[rbacv1.ClusterRole](t, cluster.get(t, "ClusterRole", "", "cacheops-manager")).Rules
+	crb := typed[rbacv1.ClusterRoleBinding](t, cluster.get(t, "ClusterRoleBinding", "", "cacheops-manager"))
+	checkBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", "cacheops-manager", deployment(t, cluster).Spec.Template.Spec.ServiceAccountName)
+	if got := parseArgs(t, managerContainer(t, deployment(t, cluster)).Args).Lookup("watch-namespaces").Value.String(); got != "" {
+		t.Errorf("--watch-namespaces with watchAllNamespaces: got %q, want every namespace", got)
+	}
+	for _, kind := range []string{"Role", "RoleBinding"} {
+		for _, o := range cluster.all(kind) {
+			if o.GetName() == "cacheops-manager" {
+				t.Errorf("watchAllNamespaces rendered a %s %s/%s besides the ClusterRole", kind, o.GetNamespace(), o.GetName())
+			}
+		}
+	}
 
 	// A namespace listed twice gets one Role.
 	r := renderChart(t, defaultRelease, defaultNamespace, "watchNamespaces: [team-a, team-b, team-a]")
@@ -325,7 +342,9 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("--leader-elect: got %s", got)
 				}
 				for _, role := range r.all("Role") {
-					t.Errorf("no Role is needed without leader election, got %s", role.GetName())
+					if role.GetName() != "cacheops-manager" {
+						t.Errorf("no Role but the manager's is needed without leader election, got %s", role.GetName())
+					}
 				}
 			},
 		},
@@ -349,9 +368,14 @@ func TestChartValues(t *testing.T) {
 				if sa := deployment(t, r).Spec.Template.Spec.ServiceAccountName; sa != "ops" {
 					t.Errorf("serviceAccountName: got %s", sa)
 				}
-				crb := typed[rbacv1.ClusterRoleBinding](t, r.get(t, "ClusterRoleBinding", "", "cacheops-manager"))
-				checkBinding(t, crb.RoleRef, crb.Subjects, "ClusterRole", "cacheops-manager", "ops")
+				rb := typed[rbacv1.RoleBinding](t, r.get(t, "RoleBinding", defaultNamespace, "cacheops-manager"))
+				checkBinding(t, rb.RoleRef, rb.Subjects, "Role", "cacheops-manager", "ops")
 			},
+		},
+		{
+			name:    "listed namespaces and every namespace at once",
+			values:  "watchNamespaces: [team-a]\nwatchAllNamespaces: true",
+			wantErr: "watchNamespaces and watchAllNamespaces exclude each other",
 		},
 		{
 			name:   "no metrics Service",

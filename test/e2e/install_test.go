@@ -34,8 +34,14 @@ func TestChartRunsTheOperatorInTheCluster(t *testing.T) {
 
 	const release, system = "cacheops", "cacheops-system"
 	newNamespace(t, system)
+	// The chart's default RBAC is namespaced: the operator watches the
+	// namespaces listed, each of which must exist before the install.
+	ns := "e2e-in-cluster"
+	newNamespace(t, ns)
 	manifests := runProgram(g, filepath.Join(binDir, "helm"), "template", release, filepath.Join(repo, "charts", "cacheops"),
-		"--namespace", system, "--skip-crds", "--set", "image.tag=e2e", "--set", "manager.logLevel=debug")
+		"--namespace", system, "--skip-crds", "--set", "image.tag=e2e", "--set", "manager.logLevel=debug",
+		"--set", "watchNamespaces={"+ns+"}")
+	g.Expect(manifests).NotTo(ContainSubstring("kind: ClusterRole"), "the chart's default RBAC should be namespaced")
 	kubectl := func(stdin string, args ...string) string {
 		cmd := exec.Command(filepath.Join(binDir, "kubectl"), args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
@@ -64,8 +70,6 @@ func TestChartRunsTheOperatorInTheCluster(t *testing.T) {
 	mgr := pods.Items[0]
 	g.Expect(mgr.Spec.Containers[0].Image).To(Equal("ghcr.io/cacheops/cacheops-manager:e2e"))
 
-	ns := "e2e-in-cluster"
-	newNamespace(t, ns)
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	got := waitReplicating(g, cc)

@@ -22,3 +22,18 @@ cache.cacheops.io/cluster: {{ .Values.name | quote }}
 app.kubernetes.io/name: cachecluster-backup-store
 cache.cacheops.io/backup-store: {{ .Values.name | quote }}
 {{- end }}
+
+{{/* The NetworkPolicy peer of the operator's pods. */}}
+{{- define "cachecluster.operatorPeer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .Values.networkPolicy.operator.namespace | quote }}
+  podSelector:
+    matchLabels:
+      {{- with .Values.networkPolicy.operator.podLabels }}
+      {{- toYaml . | nindent 6 }}
+      {{- else }}
+      app.kubernetes.io/component: manager
+      app.kubernetes.io/name: cacheops
+      {{- end }}
+{{- end }}

@@ -28,6 +28,15 @@ app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: manager
 {{- end }}
 
+{{/* A map of labels as k=v,k=v, sorted by key. */}}
+{{- define "cacheops.labelList" -}}
+{{- $out := list -}}
+{{- range $k, $v := . -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end }}
+
 {{- define "cacheops.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "cacheops.fullname" .) .Values.serviceAccount.name -}}
@@ -40,6 +49,22 @@ app.kubernetes.io/component: manager
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end }}
 
+{{/*
+The namespaces the operator watches, as a JSON array: watchNamespaces
+without repeats, or the release namespace when it is empty. Refuses
+watchNamespaces together with watchAllNamespaces, which would be ambiguous.
+*/}}
+{{- define "cacheops.watchNamespaces" -}}
+{{- if and .Values.watchAllNamespaces .Values.watchNamespaces -}}
+{{- fail "watchNamespaces and watchAllNamespaces exclude each other: list the namespaces, or watch all of them" -}}
+{{- end -}}
+{{- if .Values.watchNamespaces -}}
+{{- uniq .Values.watchNamespaces | toJson -}}
+{{- else -}}
+{{- list .Release.Namespace | toJson -}}
+{{- end -}}
+{{- end }}
+
 {{/* The leader election Lease's name, as cmd/manager sets it. */}}
 {{- define "cacheops.leaseName" -}}
 cacheops.cache.cacheops.io
@@ -48,8 +73,9 @@ cacheops.cache.cacheops.io
 {{/*
 The permissions the manager needs in every namespace it watches, derived from
 what the controllers do (renderer/controller, dayTwo):
-- CacheClusters: read and watch; patch to add and remove the finalizer; the
-  status subresource for phase and conditions; finalizers/update so children
+- CacheClusters: read and watch; patch to add and remove the finalizer and
+  the operator's annotations; the status subresource (patch) for phase and
+  conditions; finalizers/update so children
   may carry an owner reference with blockOwnerDeletion.
 - The kinds charts/cachecluster renders: server-side apply (create, patch),
   read through the label-filtered cache (get, list, watch) and prune (delete).
@@ -71,18 +97,19 @@ CacheCluster's spec.
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["cache.cacheops.io"]
   resources: ["cacheclusters/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["cache.cacheops.io"]
   resources: ["cacheclusters/finalizers"]
   verbs: ["update"]
-# Backup history: scheduled backups are created, adopted, and removed by
-# retention.
+# Backup history: scheduled backups are created, adopted (patch), and
+# removed by retention; an attempt's status is written with an update and
+# an optimistic lock.
 - apiGroups: ["cache.cacheops.io"]
   resources: ["cachebackups"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["cache.cacheops.io"]
   resources: ["cachebackups/status"]
-  verbs: ["get", "update", "patch"]
+  verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

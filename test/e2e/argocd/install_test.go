@@ -67,6 +67,8 @@ func (w *workflow) install(t *testing.T) {
 	g.Expect(w.git.Write("apps/operator.yaml", fromExample(t, g, "operator.yaml", func(u *unstructured.Unstructured) {
 		g.Expect(unstructured.SetNestedField(u.Object, url, "spec", "source", "repoURL")).To(Succeed())
 		g.Expect(unstructured.SetNestedField(u.Object, operatorValues["manager"], "spec", "source", "helm", "valuesObject", "manager")).To(Succeed())
+		// The teams' namespaces, each with a Role of the operator.
+		g.Expect(unstructured.SetNestedStringSlice(u.Object, []string{nsA, nsB}, "spec", "source", "helm", "valuesObject", "watchNamespaces")).To(Succeed())
 	}))).To(Succeed())
 	// team-a lets people scale by hand in an emergency: its Application
 	// syncs every commit but does not undo live changes (no self-heal).
