@@ -112,6 +112,11 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 		"*/0 * * * *", "0 0 30 2 *", "61 * * * *", "59-0 * * * *", "0 0 0 0 0", "@reboot", "@", "@yearly",
 		"TZ=Mars/Olympus 0 3 * * *", "CRON_TZ=UTC 0 3 * * *", "*/5 * * * *", "0 3 * * MON-FRI", "0 3 L * *", "? ? ? ? ?",
 	}
+	// A spread mode is one of two words; a person may misspell it.
+	g.Values["spec.scheduling.spread"] = []any{"preferred", "required", "preferred", "required", "preferred", "Required"}
+	g.ValuesChance["spec.scheduling.spread"] = 0.95
+	// An allowed client needs a selector; most generated ones have none.
+	g.Chance["spec.network.allowedClients"] = 0.05
 	configValues(g)
 	for _, p := range []string{"spec.resources.limits", "spec.resources.requests"} {
 		g.Keys[p] = []string{"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "example.com/gpu", "memory"}
