@@ -254,6 +254,12 @@ func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
 	b.ReportMetric(writes/minutes, "writes_per_min")
 	b.Logf("steady state over %s: %.1f%% of a core, %.1f MiB, %.0f reads and %.0f writes per minute",
 		elapsed.Round(time.Second), 100*(cpu1-cpu0)/elapsed.Seconds(), e.rss(), reads/minutes, writes/minutes)
+	// What the writes were: one figure per verb and resource that had
+	// any, so a regression names its source.
+	for _, w := range writesByResource(before, after) {
+		b.ReportMetric(w.count/minutes, "writes_per_min_"+w.verb+"_"+w.resource)
+		b.Logf("  %s %s: %.1f per minute", w.verb, w.resource, w.count/minutes)
+	}
 }
 
 // settle waits for both controllers' queues to hold nothing to do now,

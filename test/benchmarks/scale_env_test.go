@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -262,4 +263,40 @@ func (e *scaleEnv) profile(b *testing.B, name string) {
 			b.Fatal(err)
 		}
 	}
+}
+
+type resourceWrites struct {
+	verb, resource string
+	count          float64
+}
+
+// writesByResource counts the manager's writes between two scrapes by
+// verb and resource (its cacheops_api_requests_total), most first.
+func writesByResource(before, after map[string]float64) []resourceWrites {
+	var out []resourceWrites
+	for k, v := range after {
+		if !strings.HasPrefix(k, "cacheops_api_requests_total{") {
+			continue
+		}
+		verb, resource := label(k, "verb"), label(k, "resource")
+		if d := v - before[k]; d > 0 && verb != "get" && verb != "list" && verb != "watch" {
+			out = append(out, resourceWrites{verb: verb, resource: resource, count: d})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].count > out[j].count })
+	return out
+}
+
+// label reads one label's value from a series written as
+// name{a="x",b="y"}.
+func label(series, name string) string {
+	i := strings.Index(series, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := series[i+len(name)+2:]
+	if j := strings.IndexByte(rest, '"'); j >= 0 {
+		return rest[:j]
+	}
+	return ""
 }
