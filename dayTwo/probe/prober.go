@@ -112,6 +112,8 @@ type clusterProbe struct {
 	// there, across pod recreation (a lost volume comes back as a new
 	// pod with the same name).
 	runs map[string]run
+	// changed wakes a loop that has no target when targets are set.
+	changed chan struct{}
 }
 
 // run is one start of redis-server in a pod, as last observed.
@@ -136,7 +138,7 @@ func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, passwo
 	cp, ok := p.clusters[key]
 	if !ok {
 		ctx, cancel := context.WithCancel(context.Background())
-		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}}
+		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}, changed: make(chan struct{}, 1)}
 		p.clusters[key] = cp
 		cp.set(targets, password, period)
 		go p.run(ctx, key, cp)
@@ -149,6 +151,10 @@ func (cp *clusterProbe) set(targets []Target, password string, period time.Durat
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.targets, cp.password, cp.period = targets, password, period
+	select {
+	case cp.changed <- struct{}{}:
+	default:
+	}
 	keep := map[string]bool{}
 	for _, t := range targets {
 		keep[t.Pod] = true
@@ -264,6 +270,17 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		password, period := cp.password, cp.period
 		cp.mu.Unlock()
 		keepConns(conns, targets, password)
+		if len(targets) == 0 {
+			// No pod has an address yet: nothing to probe until Ensure
+			// names one (a cluster whose pods are not scheduled does
+			// not tick every period).
+			select {
+			case <-ctx.Done():
+				return
+			case <-cp.changed:
+				continue
+			}
+		}
 
 		start := time.Now()
 		results = probeAll(ctx, conns, targets, period, results[:0])
