@@ -15,12 +15,17 @@ import (
 
 // Observation is what one probe of one pod's Redis saw. LastSeen is the
 // last time the pod answered; it is what failure detection measures.
+// FailingSince is when the probes of a pod that does not answer began to
+// fail: a pod not seen since this process started (LastSeen zero) is
+// judged from it, so a restarted operator whose first probes time out
+// does not take a live master for a dead one.
 type Observation struct {
-	Pod       string
-	IP        string
-	Reachable bool
-	LastSeen  time.Time
-	Err       string
+	Pod          string
+	IP           string
+	Reachable    bool
+	LastSeen     time.Time
+	FailingSince time.Time
+	Err          string
 	// ProbedAt is when the probe was sent: an answer to an older probe
 	// never replaces what a newer one saw.
 	ProbedAt time.Time
@@ -370,6 +375,12 @@ func (cp *clusterProbe) record(o Observation) bool {
 		// A periodic probe sent before a step and recorded after the
 		// look the step took at its effect (Refresh) is stale.
 		return false
+	}
+	if !o.Reachable {
+		o.FailingSince = o.ProbedAt
+		if had && !prev.Reachable && !prev.FailingSince.IsZero() {
+			o.FailingSince = prev.FailingSince
+		}
 	}
 	if !o.Reachable && had {
 		o.LastSeen = prev.LastSeen
