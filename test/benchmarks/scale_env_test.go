@@ -31,7 +31,7 @@ import (
 type scaleEnv struct {
 	c                    *cluster.Cluster
 	dir                  string
-	k8s                  client.Client
+	k8s                  client.WithWatch
 	manager              string
 	metricsAddr, pprofAd string
 	cmd                  *exec.Cmd
@@ -84,7 +84,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	_ = cachev1alpha1.AddToScheme(scheme)
 	cfg := c.Config()
 	cfg.QPS, cfg.Burst = 200, 400
-	if e.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if e.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -123,6 +123,11 @@ func (e *scaleEnv) stop(b *testing.B) {
 	e.stopManager()
 	e.c.Stop()
 	_ = e.logf.Close()
+	// The manager's log stays beside the figures: where a failover's time
+	// went is read from its steps' timestamps.
+	if log, err := os.ReadFile(e.logf.Name()); err == nil && os.MkdirAll(benchDir(), 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(benchDir(), "scale-"+filepath.Base(e.dir)+"-manager.log"), log, 0o644)
+	}
 	if !b.Failed() {
 		_ = os.RemoveAll(e.dir)
 	}
