@@ -5,9 +5,11 @@ package daytwo
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
 // probeTimeout is spec.highAvailability.probeTimeoutSeconds.
@@ -55,4 +57,17 @@ func newID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// waitRecheck is when a waiting cluster is planned again: every probe
+// period, as what it waits for may be a pod's answer or a timeout; but
+// when no pod has an address yet and no operation runs, there is nothing
+// to probe and no deadline to keep, and the pod watch wakes the cluster
+// when a pod gets one. Without that, a fleet of clusters whose pods are
+// not scheduled reconciled four times a second each (docs/scale.md).
+func waitRecheck(s *scope) time.Duration {
+	if s.cc.Status.Operation == nil && !slices.ContainsFunc(s.snap.Pods, func(p plan.PodState) bool { return p.IP != "" }) {
+		return steadyRecheck
+	}
+	return probePeriod(s.snap.ProbeTimeout)
 }

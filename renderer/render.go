@@ -105,8 +105,16 @@ func NewFromFS(fsys fs.FS, root string) (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading chart %s: %w", root, err)
 	}
-	return &Renderer{chart: c, digest: hex.EncodeToString(digest.Sum(nil)), cache: newResultCache(256)}, nil
+	return &Renderer{chart: c, digest: hex.EncodeToString(digest.Sum(nil)), cache: newResultCache(renderCacheSize)}, nil
 }
+
+// renderCacheSize is how many renders are kept. A render is about 60 KB of
+// objects; a cluster whose pods change often (a rollout, a failover)
+// renders the same result again and again and hits the cache, while the
+// routine reconciles of hundreds of clusters come round too seldom for
+// any size to help. At 256, the cache was a quarter of the manager's heap
+// at 1,000 clusters (16 MB, docs/scale.md).
+const renderCacheSize = 32
 
 var (
 	defaultOnce     sync.Once

@@ -484,3 +484,22 @@ func steady(s Snapshot) Snapshot {
 	s.Pods = pods
 	return s
 }
+
+// TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure: the
+// operator restarted and its first probes of the master fail (a busy
+// machine): the master is down only once its probes have failed for
+// longer than the timeout, not at the first failure.
+func TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure(t *testing.T) {
+	g := NewWithT(t)
+	s := Snapshot{CurrentMaster: "c-0", AutoFailover: true, ProbeTimeout: time.Second, Now: now, Pods: healthyCluster()}
+	s.Approved = &s.Spec
+	m := down(s.Pods[0], 0)
+	m.Obs.LastSeen = time.Time{}
+	m.Obs.FailingSince = now.Add(-500 * time.Millisecond)
+	s.Pods[0] = m
+	g.Expect(s.down("c-0")).To(BeFalse(), "failing for half the timeout")
+	g.Expect(Next(s).Type).NotTo(Equal(ActionStartFailover))
+	s.Pods[0].Obs.FailingSince = now.Add(-1500 * time.Millisecond)
+	g.Expect(s.down("c-0")).To(BeTrue(), "failing for longer than the timeout")
+	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
+}

@@ -168,7 +168,14 @@ func (s Snapshot) down(name string) bool {
 	if p.Obs.Reachable {
 		return false
 	}
-	return p.Obs.LastSeen.IsZero() || s.Now.Sub(p.Obs.LastSeen) > s.ProbeTimeout
+	// Unreachable for more than the timeout: since it last answered, or,
+	// when it has not answered since the operator started, since its
+	// probes began to fail.
+	since := p.Obs.LastSeen
+	if since.IsZero() {
+		since = p.Obs.FailingSince
+	}
+	return since.IsZero() || s.Now.Sub(since) > s.ProbeTimeout
 }
 
 // StartedAsReplica: the pod runs as it started, a replica of the

@@ -266,3 +266,23 @@ func TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster(t *testing.T
 		}
 	}).Should(BeTrue())
 }
+
+// TestAClusterWithoutAddressesIsProbedWhenItGetsOne: a cluster whose
+// pods have no address yet (not scheduled) does not tick every period;
+// it waits for an address, and the first one set is probed at once, not
+// a period later.
+func TestAClusterWithoutAddressesIsProbedWhenItGetsOne(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.8", "")
+	p := NewProber()
+	defer p.Stop()
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p.Ensure(cc, nil, "", time.Hour)
+	g.Consistently(p.Events(), 100*time.Millisecond).ShouldNot(Receive(), "nothing to probe, nothing to tell")
+	g.Expect(p.Observations(key)).To(BeEmpty())
+
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, "", time.Hour)
+	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }, time.Second).Should(BeTrue(),
+		"probed when the address comes, not an hour later")
+}

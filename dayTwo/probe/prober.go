@@ -15,12 +15,17 @@ import (
 
 // Observation is what one probe of one pod's Redis saw. LastSeen is the
 // last time the pod answered; it is what failure detection measures.
+// FailingSince is when the probes of a pod that does not answer began to
+// fail: a pod not seen since this process started (LastSeen zero) is
+// judged from it, so a restarted operator whose first probes time out
+// does not take a live master for a dead one.
 type Observation struct {
-	Pod       string
-	IP        string
-	Reachable bool
-	LastSeen  time.Time
-	Err       string
+	Pod          string
+	IP           string
+	Reachable    bool
+	LastSeen     time.Time
+	FailingSince time.Time
+	Err          string
 	// ProbedAt is when the probe was sent: an answer to an older probe
 	// never replaces what a newer one saw.
 	ProbedAt time.Time
@@ -112,6 +117,8 @@ type clusterProbe struct {
 	// there, across pod recreation (a lost volume comes back as a new
 	// pod with the same name).
 	runs map[string]run
+	// changed wakes a loop that has no target when targets are set.
+	changed chan struct{}
 }
 
 // run is one start of redis-server in a pod, as last observed.
@@ -136,7 +143,7 @@ func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, passwo
 	cp, ok := p.clusters[key]
 	if !ok {
 		ctx, cancel := context.WithCancel(context.Background())
-		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}}
+		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}, changed: make(chan struct{}, 1)}
 		p.clusters[key] = cp
 		cp.set(targets, password, period)
 		go p.run(ctx, key, cp)
@@ -149,6 +156,10 @@ func (cp *clusterProbe) set(targets []Target, password string, period time.Durat
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.targets, cp.password, cp.period = targets, password, period
+	select {
+	case cp.changed <- struct{}{}:
+	default:
+	}
 	keep := map[string]bool{}
 	for _, t := range targets {
 		keep[t.Pod] = true
@@ -264,6 +275,17 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		password, period := cp.password, cp.period
 		cp.mu.Unlock()
 		keepConns(conns, targets, password)
+		if len(targets) == 0 {
+			// No pod has an address yet: nothing to probe until Ensure
+			// names one (a cluster whose pods are not scheduled does
+			// not tick every period).
+			select {
+			case <-ctx.Done():
+				return
+			case <-cp.changed:
+				continue
+			}
+		}
 
 		start := time.Now()
 		results = probeAll(ctx, conns, targets, period, results[:0])
@@ -319,8 +341,15 @@ func keepConns(conns map[string]*conn, targets []Target, password string) {
 	}
 }
 
-// probeAll probes every target at once, on its connection, within the
-// period: a pod that does not answer in time is unreachable.
+// probeAll probes every target at once, on its connection, within two
+// periods: a pod that does not answer in time is unreachable. An answer
+// that takes longer than one period (a busy machine: at 100 clusters
+// under load, answers within a period were missed often enough to fail
+// healthy masters over) still counts; a frozen pod is still found
+// unreachable within the probe timeout, which is four periods.
+// probeDeadlinePeriods is a periodic probe's deadline, in periods.
+const probeDeadlinePeriods = 2
+
 func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, period time.Duration, out []Observation) []Observation {
 	out = slices.Grow(out[:0], len(targets))[:len(targets)]
 	var wg sync.WaitGroup
@@ -333,7 +362,7 @@ func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, per
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = probe(ctx, c, t, period, period)
+			out[i] = probe(ctx, c, t, probeDeadlinePeriods*period, period)
 		}()
 	}
 	wg.Wait()
@@ -353,6 +382,12 @@ func (cp *clusterProbe) record(o Observation) bool {
 		// A periodic probe sent before a step and recorded after the
 		// look the step took at its effect (Refresh) is stale.
 		return false
+	}
+	if !o.Reachable {
+		o.FailingSince = o.ProbedAt
+		if had && !prev.Reachable && !prev.FailingSince.IsZero() {
+			o.FailingSince = prev.FailingSince
+		}
 	}
 	if !o.Reachable && had {
 		o.LastSeen = prev.LastSeen

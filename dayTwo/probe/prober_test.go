@@ -2,6 +2,7 @@ package probe
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,4 +71,22 @@ func TestProberTellsALostDatasetFromAnEmptiedOne(t *testing.T) {
 	see("e", 3)
 	p.ForgetRuns(key, func(pod string) bool { return pod != "c-0" })
 	g.Expect(see("f", 0).LostData).To(BeFalse(), "a new pod on an ordinal that was scaled away")
+}
+
+// TestAPodsFailuresAreTimedFromTheFirst: the failures of a pod that does
+// not answer are timed from the first of them, also when it has not
+// answered since the prober started; an answer ends the run.
+func TestAPodsFailuresAreTimedFromTheFirst(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	fail := func(at time.Time) Observation {
+		cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: at})
+		return cp.results["c-0"]
+	}
+	g.Expect(fail(t0).FailingSince).To(Equal(t0), "a first probe that fails")
+	g.Expect(fail(t0.Add(time.Second)).FailingSince).To(Equal(t0))
+	cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(2 * time.Second), Reachable: true, LastSeen: t0.Add(2 * time.Second)})
+	g.Expect(cp.results["c-0"].FailingSince.IsZero()).To(BeTrue())
+	g.Expect(fail(t0.Add(3*time.Second)).FailingSince).To(Equal(t0.Add(3*time.Second)), "a new run of failures")
 }

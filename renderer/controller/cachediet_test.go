@@ -43,3 +43,34 @@ func TestTheCacheHoldsNoManagedFields(t *testing.T) {
 		g.Expect(s.Name).NotTo(Equal(foreign.Name), "a Secret cacheops does not own is not cached")
 	}
 }
+
+// TestTheCacheKeepsOnlyWhatIsReadOfAPod: a cached pod keeps its status
+// and, of its spec, the containers' names, images and arguments and the
+// claims it mounts; its environment, probes and other volumes are not
+// held in memory.
+func TestTheCacheKeepsOnlyWhatIsReadOfAPod(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	pod := &corev1.Pod{}
+	pod.Namespace, pod.Name = ns, "basic-0"
+	pod.Labels = map[string]string{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue, cachev1alpha1.LabelCluster: "basic"}
+	pod.Spec = corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name: "redis", Image: "redis:7.0.15", Args: []string{"--key-prefix=x/"},
+			Env:            []corev1.EnvVar{{Name: "REDIS_PASSWORD", Value: "not cached"}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"redis-cli", "ping"}}}},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: "backups", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "store"}}},
+			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "basic"}}}},
+		},
+	}
+	g.Expect(k8s.Create(ctx, pod)).To(Succeed())
+	cached := &corev1.Pod{}
+	g.Eventually(func() error { return mgrCache.Get(ctx, client.ObjectKeyFromObject(pod), cached) }, timeout, interval).Should(Succeed())
+	g.Expect(cached.ManagedFields).To(BeEmpty())
+	g.Expect(cached.Spec.Containers).To(Equal([]corev1.Container{{Name: "redis", Image: "redis:7.0.15", Args: []string{"--key-prefix=x/"}}}))
+	g.Expect(cached.Spec.Volumes).To(Equal([]corev1.Volume{pod.Spec.Volumes[0]}))
+	g.Expect(cached.Status.Phase).To(Equal(corev1.PodPending), "the status is kept")
+}
