@@ -259,6 +259,8 @@ func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
 		plan.ActionGracefulSwitchover: {a.Pod, a.Master},
 		plan.ActionClusterMeet:        {a.Pod, a.Master}, plan.ActionClusterAddSlots: {a.Pod},
 		plan.ActionClusterReplicate: {a.Pod, a.Master},
+		plan.ActionSlotsMigrating:   {a.Pod, a.Master}, plan.ActionMigrateKeys: {a.Pod, a.Master},
+		plan.ActionSlotsAssign: append([]string{a.Pod, a.Master}, a.Pods...), plan.ActionClusterForget: {a.Pod},
 	}
 	for _, name := range changed[a.Type] {
 		if p, ok := s.snap.Pod(name); ok {
