@@ -42,8 +42,9 @@ func TestAdmissionRejectsInvalidShardedClusters(t *testing.T) {
 }
 
 // A sharded cluster is admitted with its defaults, and what cannot change
-// in place (the mode, the shard count, the replicas per shard) is refused
-// with a message that says what to do instead.
+// in place (the mode, the replicas per shard, a shard count below 3) is
+// refused with a message that says what to do instead; the shard count
+// itself may change (resharding).
 func TestAdmissionKeepsShardLayoutImmutable(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
