@@ -157,10 +157,20 @@ func (r *Reconciler) slotsAssign(ctx context.Context, s *scope, a plan.Action) e
 			}
 		}
 		if err := setSlots(ctx, ip, s.password, a.Slots, "NODE", tid); err != nil {
+			if i > 0 && isReplicaNow(err) {
+				// A source that gave away its last slot follows the
+				// new owner (Redis 7 does that): a replica keeps no
+				// slot state, it learns the owner from gossip.
+				continue
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+func isReplicaNow(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Please use SETSLOT only with masters")
 }
 
 // clusterForget has a.Pod's node forget a.NodeIDs; a node it does not
