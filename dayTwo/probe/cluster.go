@@ -32,7 +32,7 @@ type ClusterView struct {
 
 // MaxCountedSlots bounds the COUNTKEYSINSLOT a probe sends: the planner
 // never has more slots migrating at once.
-const MaxCountedSlots = 128
+const MaxCountedSlots = 1024
 
 // ClusterNode is one line of CLUSTER NODES.
 type ClusterNode struct {
@@ -109,15 +109,21 @@ func probeCluster(ctx context.Context, c *conn, timeout, period time.Duration) (
 		slots = append(slots, s)
 	}
 	sort.Ints(slots)
-	for _, s := range slots[:min(len(slots), MaxCountedSlots)] {
-		n, err := c.do(ctx, encodeCommand("CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(s)), timeout, period)
-		if err != nil {
-			return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT %d: %w", s, err)
-		}
-		if v.MigratingKeys == nil {
-			v.MigratingKeys = map[int]int{}
-		}
-		v.MigratingKeys[s], _ = strconv.Atoi(n)
+	slots = slots[:min(len(slots), MaxCountedSlots)]
+	if len(slots) == 0 {
+		return v, nil
+	}
+	cmds := make([][]byte, len(slots))
+	for i, s := range slots {
+		cmds[i] = encodeCommand("CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(s))
+	}
+	counts, err := c.pipeline(ctx, cmds, timeout, period)
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT: %w", err)
+	}
+	v.MigratingKeys = make(map[int]int, len(slots))
+	for i, s := range slots {
+		v.MigratingKeys[s], _ = strconv.Atoi(counts[i])
 	}
 	return v, nil
 }
