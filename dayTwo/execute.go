@@ -59,6 +59,7 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionMigrateKeys:    (*Reconciler).migrateKeys,
 	plan.ActionSlotsAssign:    (*Reconciler).slotsAssign,
 	plan.ActionClusterForget:  (*Reconciler).clusterForget,
+	plan.ActionClusterReset:   (*Reconciler).clusterReset,
 	plan.ActionResizeShards:   (*Reconciler).resizeShards,
 }
 

@@ -187,6 +187,15 @@ func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action)
 	return nil
 }
 
+// clusterReset has a removed pod's node forget the cluster: CLUSTER RESET
+// HARD (Redis refuses it on a master that holds keys).
+func (r *Reconciler) clusterReset(ctx context.Context, s *scope, a plan.Action) error {
+	p, _ := s.snap.Pod(a.Pod)
+	c := redisClient(p.IP, s.password)
+	defer c.Close()
+	return c.ClusterResetHard(ctx).Err()
+}
+
 func isUnknownNode(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "ERR Unknown node")
 }

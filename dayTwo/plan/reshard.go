@@ -27,6 +27,10 @@ const (
 	ActionSlotsAssign ActionType = "SlotsAssign"
 	// ActionClusterForget has Pod's node forget NodeIDs (CLUSTER FORGET).
 	ActionClusterForget ActionType = "ClusterForget"
+	// ActionClusterReset makes a removed pod's node forget the cluster
+	// (CLUSTER RESET HARD: a new node ID, no peers), so its volume, if
+	// the shard is added again, brings no stale identity back.
+	ActionClusterReset ActionType = "ClusterReset"
 	// ActionResizeShards approves Values, whose only change is the pod
 	// count: day-one adds a new shard's pods, or removes an emptied one's.
 	ActionResizeShards ActionType = "ResizeShards"
@@ -345,6 +349,11 @@ func planReshard(v shardedView) Action {
 	}
 	for _, pod := range slices.Sorted(maps.Keys(forget)) {
 		return Action{Type: ActionClusterForget, Pod: pod, NodeIDs: forget[pod], Reason: fmt.Sprintf("%s still knows the nodes of removed pods", pod)}
+	}
+	for _, p := range removedPods {
+		if cv := v.views[p.Name]; cv != nil && len(cv.Nodes) > 1 {
+			return Action{Type: ActionClusterReset, Pod: p.Name, Reason: p.Name + " is removed and no remaining node knows it; it forgets the cluster"}
+		}
 	}
 	if int(approved.Replicas) > n*pps {
 		shrunk := approved

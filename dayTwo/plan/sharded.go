@@ -275,7 +275,8 @@ func (v shardedView) coverage() string {
 		return "no node answers CLUSTER INFO"
 	}
 	for _, p := range v.pods {
-		if cv := v.views[p.Name]; cv != nil && (cv.State != "ok" || cv.SlotsAssigned != cachev1alpha1.SlotCount) {
+		// A removed shard's node forgets the cluster before it goes.
+		if cv := v.views[p.Name]; cv != nil && !v.removed(p) && (cv.State != "ok" || cv.SlotsAssigned != cachev1alpha1.SlotCount) {
 			return fmt.Sprintf("%s reports cluster_state:%s with %d of %d slots served", p.Name, cv.State, cv.SlotsAssigned, cachev1alpha1.SlotCount)
 		}
 	}

@@ -161,7 +161,7 @@ func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
 		}
 		for _, n := range c.nodes[min(want, len(c.nodes)):] {
 			for _, m := range c.nodes[:want] {
-				if !m.forgot[n.id] {
+				if n.met && !m.forgot[n.id] {
 					t.Fatalf("%s: %s is removed while %s knows it", a, n.id, m.id)
 				}
 			}
@@ -211,6 +211,16 @@ func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
 			delete(tgt.importing, sl)
 			tgt.slots = withSlot(tgt.slots, sl)
 		})
+	case ActionClusterReset:
+		n := c.byName(a.Pod)
+		if n.master && len(n.keys) > 0 {
+			for _, k := range n.keys {
+				if k > 0 {
+					t.Fatalf("%s: CLUSTER RESET on a master that holds keys", a)
+				}
+			}
+		}
+		n.id, n.met, n.master, n.masterID, n.forgot = fmt.Sprintf("%040d", 1000+len(n.id)), false, true, "", nil
 	case ActionClusterForget:
 		n := c.byName(a.Pod)
 		if n.forgot == nil {
