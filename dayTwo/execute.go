@@ -58,6 +58,7 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionSlotsMigrating: (*Reconciler).slotsMigrating,
 	plan.ActionMigrateKeys:    (*Reconciler).migrateKeys,
 	plan.ActionSlotsAssign:    (*Reconciler).slotsAssign,
+	plan.ActionSlotsRevert:    (*Reconciler).slotsRevert,
 	plan.ActionClusterForget:  (*Reconciler).clusterForget,
 	plan.ActionClusterReset:   (*Reconciler).clusterReset,
 	plan.ActionResizeShards:   (*Reconciler).resizeShards,

@@ -87,13 +87,21 @@ func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action
 // migrateKeys moves the keys of a.Slots from a.Pod's node to a.Master's,
 // MigrateBatchKeys per MIGRATE, for at most migrateBudget.
 func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) error {
-	sip, _, err := nodeOf(s, a.Pod)
+	_, err := r.moveKeys(ctx, s, a.Pod, a.Master, a.Slots)
+	return err
+}
+
+// moveKeys moves the keys of slots from one pod's node to another's
+// (GETKEYSINSLOT, MIGRATE … KEYS), MigrateBatchKeys per MIGRATE, for at
+// most migrateBudget; done says no key of the slots is left on from.
+func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, slots []probe.SlotRange) (done bool, err error) {
+	sip, _, err := nodeOf(s, from)
 	if err != nil {
-		return err
+		return false, err
 	}
-	tip, _, err := nodeOf(s, a.Master)
+	tip, _, err := nodeOf(s, to)
 	if err != nil {
-		return err
+		return false, err
 	}
 	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(sip, "6379"), Password: s.password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
 		DialTimeout: 2 * time.Second, ReadTimeout: (migrateTimeout + 2000) * time.Millisecond, WriteTimeout: 2 * time.Second})
@@ -102,18 +110,18 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 	defer func() {
 		took := time.Since(start)
 		s.then(func() {
-			ctrl.LoggerFrom(ctx).Info("Keys migrated", "from", a.Pod, "to", a.Master, "keys", moved, "duration", took.Round(time.Millisecond).String())
+			ctrl.LoggerFrom(ctx).Info("Keys migrated", "from", from, "to", to, "keys", moved, "duration", took.Round(time.Millisecond).String())
 		})
 	}()
-	for _, sr := range a.Slots {
+	for _, sr := range slots {
 		for slot := sr.Start; slot <= sr.End; slot++ {
 			for {
 				if time.Since(start) > migrateBudget {
-					return nil
+					return false, nil
 				}
 				keys, err := c.ClusterGetKeysInSlot(ctx, slot, plan.MigrateBatchKeys).Result()
 				if err != nil {
-					return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, a.Pod, err)
+					return false, fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
 				}
 				if len(keys) == 0 {
 					break
@@ -127,13 +135,41 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 					args = append(args, k)
 				}
 				if err := c.Do(ctx, args...).Err(); err != nil && err != redis.Nil {
-					return fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, a.Pod, a.Master, err)
+					return false, fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
 				}
 				moved += len(keys)
+				// The source's replicas drop the moved keys before the
+				// next batch: a replica promoted after a crash of the
+				// source holds as few keys the target also holds as
+				// can be.
+				_ = c.Do(ctx, "WAIT", 1, 500).Err()
 			}
 		}
 	}
-	return nil
+	return true, nil
+}
+
+// slotsRevert moves the keys of a.Slots from a.Pod's node, which imports
+// them, back to a.Master's, which serves them, for at most
+// migrateBudget; once a.Pod holds none it clears the import (SETSLOT
+// STABLE) and records the owner (SETSLOT NODE).
+func (r *Reconciler) slotsRevert(ctx context.Context, s *scope, a plan.Action) error {
+	done, err := r.moveKeys(ctx, s, a.Pod, a.Master, a.Slots)
+	if err != nil || !done {
+		return err
+	}
+	ip, _, err := nodeOf(s, a.Pod)
+	if err != nil {
+		return err
+	}
+	_, oid, err := nodeOf(s, a.Master)
+	if err != nil {
+		return err
+	}
+	if err := setSlots(ctx, ip, s.password, a.Slots, "STABLE", ""); err != nil {
+		return err
+	}
+	return setSlots(ctx, ip, s.password, a.Slots, "NODE", oid)
 }
 
 // slotsAssign gives a.Slots to a.Master's node on it, then on a.Pod's

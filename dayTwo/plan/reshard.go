@@ -25,6 +25,11 @@ const (
 	// ActionSlotsAssign gives Slots to Master's node: CLUSTER SETSLOT
 	// NODE on it, on Pod's (the source) and on every other master (Pods).
 	ActionSlotsAssign ActionType = "SlotsAssign"
+	// ActionSlotsRevert moves the keys of Slots that Pod's node imports
+	// back to Master's node, which serves them, then clears the import
+	// (SETSLOT STABLE, SETSLOT NODE Master): a slot marked importing on
+	// one side only, as a source that failed over leaves it.
+	ActionSlotsRevert ActionType = "SlotsRevert"
 	// ActionClusterForget has Pod's node forget NodeIDs (CLUSTER FORGET).
 	ActionClusterForget ActionType = "ClusterForget"
 	// ActionClusterReset makes a removed pod's node forget the cluster
@@ -294,9 +299,12 @@ func planReshard(v shardedView) Action {
 			return Action{Type: ActionNone}
 		}
 		from := int(approved.Replicas) / pps
-		return Action{Type: ActionStartOperation, Reason: fmt.Sprintf("spec.shards %d → %d", from, n),
-			Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationScaling,
-				Reason: fmt.Sprintf("spec.shards %d → %d: %d slots move", from, n, countSlots(moves)), Resharding: MovesStatus(from, n, moves)}}
+		why := fmt.Sprintf("spec.shards %d → %d: %d slots move", from, n, countSlots(moves))
+		if from == n {
+			why = fmt.Sprintf("%d slots are left moving or off the even layout (a migration cut off by a crash): they are finished, then moved back", len(flying)+countSlots(moves))
+		}
+		return Action{Type: ActionStartOperation, Reason: why,
+			Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationScaling, Reason: why, Resharding: MovesStatus(from, n, moves)}}
 	}
 	if op.Type != cachev1alpha1.OperationScaling {
 		return Action{Type: ActionWait, Reason: fmt.Sprintf("%s %s runs; resharding waits", op.Type, op.ID)}
@@ -366,6 +374,21 @@ func planReshard(v shardedView) Action {
 	return Action{Type: ActionCompleteOperation, Reason: fmt.Sprintf("%d shards serve the even layout", n)}
 }
 
+// planMoving repairs a slot left moving before anything waits for every
+// node to report cluster_state:ok: the importing node keeps the slot's
+// old owner while it imports (Redis ignores newer claims on it), so after
+// a source that failed over it reports the slot unserved and refuses
+// clients until the migration is finished.
+func planMoving(v shardedView) Action {
+	if v.s.Approved == nil {
+		return Action{Type: ActionNone}
+	}
+	if flying, _ := v.moving(v.claims()); len(flying) == 0 {
+		return Action{Type: ActionNone}
+	}
+	return planReshard(v)
+}
+
 // migratingBetween: the pods that serve slot at once are a migration's
 // two ends, one marking it migrating to the other (a SETSLOT NODE that
 // reached the target and not yet the source).
@@ -418,9 +441,19 @@ func (v shardedView) planFlying(flying []inFlight) Action {
 		return Action{Type: ActionWait, Reason: fmt.Sprintf("slot %d moves from %s to %s and one of them does not answer", first.slot, first.owner, first.to)}
 	}
 	for _, s := range slots {
+		if _, importing := tgt.Myself.Importing[s]; importing && src.Myself.Migrating[s] != tgt.Myself.ID {
+			// Importing on one side only (an operator stopped between
+			// the two SETSLOTs, or the source failed over to a replica
+			// that keeps no migration state): the importing node keeps
+			// the slot's old owner and may refuse it, so what it took
+			// goes back to the slot's owner, as redis-cli --cluster fix
+			// does; the move starts again from there.
+			return Action{Type: ActionSlotsRevert, Pod: first.to, Master: first.owner, Slots: ranges,
+				Reason: fmt.Sprintf("slot %d is importing on %s, and %s, which serves it, does not migrate it", s, first.to, first.owner)}
+		}
 		if src.Myself.Migrating[s] != tgt.Myself.ID || tgt.Myself.Importing[s] != src.Myself.ID {
-			// One side only (an operator stopped between the two, or
-			// the source failed over to its replica): mark both again.
+			// Migrating on the source only (the target failed over):
+			// mark both again.
 			return Action{Type: ActionSlotsMigrating, Pod: first.owner, Master: first.to, Slots: ranges,
 				Reason: fmt.Sprintf("slot %d is marked moving on one side only", s)}
 		}

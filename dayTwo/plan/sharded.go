@@ -85,7 +85,7 @@ func planSharded(s Snapshot) Action {
 			}
 		}
 	}
-	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planCoverage, planShardLabels, planShardStatus} {
+	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planMoving, planCoverage, planShardLabels, planShardStatus} {
 		if a := rule(v); a.Type != ActionNone {
 			return a
 		}
