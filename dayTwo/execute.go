@@ -58,7 +58,7 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionSlotsMigrating: (*Reconciler).slotsMigrating,
 	plan.ActionMigrateKeys:    (*Reconciler).migrateKeys,
 	plan.ActionSlotsAssign:    (*Reconciler).slotsAssign,
-	plan.ActionSlotsRevert:    (*Reconciler).slotsRevert,
+	plan.ActionSlotsReimport:  (*Reconciler).slotsReimport,
 	plan.ActionClusterForget:  (*Reconciler).clusterForget,
 	plan.ActionClusterReset:   (*Reconciler).clusterReset,
 	plan.ActionResizeShards:   (*Reconciler).resizeShards,

@@ -149,27 +149,22 @@ func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, sl
 	return true, nil
 }
 
-// slotsRevert moves the keys of a.Slots from a.Pod's node, which imports
-// them, back to a.Master's, which serves them, for at most
-// migrateBudget; once a.Pod holds none it clears the import (SETSLOT
-// STABLE) and records the owner (SETSLOT NODE).
-func (r *Reconciler) slotsRevert(ctx context.Context, s *scope, a plan.Action) error {
-	done, err := r.moveKeys(ctx, s, a.Pod, a.Master, a.Slots)
-	if err != nil || !done {
-		return err
-	}
-	ip, _, err := nodeOf(s, a.Pod)
+// slotsReimport tells a.Master's node, which imports a.Slots, that
+// a.Pod's serves them (SETSLOT NODE keeps the import), then marks them
+// again as slotsMigrating does.
+func (r *Reconciler) slotsReimport(ctx context.Context, s *scope, a plan.Action) error {
+	_, sid, err := nodeOf(s, a.Pod)
 	if err != nil {
 		return err
 	}
-	_, oid, err := nodeOf(s, a.Master)
+	tip, _, err := nodeOf(s, a.Master)
 	if err != nil {
 		return err
 	}
-	if err := setSlots(ctx, ip, s.password, a.Slots, "STABLE", ""); err != nil {
+	if err := setSlots(ctx, tip, s.password, a.Slots, "NODE", sid); err != nil {
 		return err
 	}
-	return setSlots(ctx, ip, s.password, a.Slots, "NODE", oid)
+	return r.slotsMigrating(ctx, s, a)
 }
 
 // slotsAssign gives a.Slots to a.Master's node on it, then on a.Pod's

@@ -25,11 +25,11 @@ const (
 	// ActionSlotsAssign gives Slots to Master's node: CLUSTER SETSLOT
 	// NODE on it, on Pod's (the source) and on every other master (Pods).
 	ActionSlotsAssign ActionType = "SlotsAssign"
-	// ActionSlotsRevert moves the keys of Slots that Pod's node imports
-	// back to Master's node, which serves them, then clears the import
-	// (SETSLOT STABLE, SETSLOT NODE Master): a slot marked importing on
-	// one side only, as a source that failed over leaves it.
-	ActionSlotsRevert ActionType = "SlotsRevert"
+	// ActionSlotsReimport repairs Slots importing on Master's node only
+	// (a source that failed over): Master's node is told Pod's serves them
+	// (SETSLOT NODE, which keeps the import; it had kept the dead owner
+	// and reported the slots unserved), then both sides are marked again.
+	ActionSlotsReimport ActionType = "SlotsReimport"
 	// ActionClusterForget has Pod's node forget NodeIDs (CLUSTER FORGET).
 	ActionClusterForget ActionType = "ClusterForget"
 	// ActionClusterReset makes a removed pod's node forget the cluster
@@ -444,11 +444,11 @@ func (v shardedView) planFlying(flying []inFlight) Action {
 		if _, importing := tgt.Myself.Importing[s]; importing && src.Myself.Migrating[s] != tgt.Myself.ID {
 			// Importing on one side only (an operator stopped between
 			// the two SETSLOTs, or the source failed over to a replica
-			// that keeps no migration state): the importing node keeps
-			// the slot's old owner and may refuse it, so what it took
-			// goes back to the slot's owner, as redis-cli --cluster fix
-			// does; the move starts again from there.
-			return Action{Type: ActionSlotsRevert, Pod: first.to, Master: first.owner, Slots: ranges,
+			// that keeps no migration state): the importing node kept
+			// the slot's old owner (Redis ignores newer claims on a slot
+			// it imports) and refuses keys of it, so it is told the
+			// owner first, then both sides are marked again.
+			return Action{Type: ActionSlotsReimport, Pod: first.owner, Master: first.to, Slots: ranges,
 				Reason: fmt.Sprintf("slot %d is importing on %s, and %s, which serves it, does not migrate it", s, first.to, first.owner)}
 		}
 		if src.Myself.Migrating[s] != tgt.Myself.ID || tgt.Myself.Importing[s] != src.Myself.ID {

@@ -184,11 +184,11 @@ func TestReshardResumes(t *testing.T) {
 		alert bool
 	}{
 		{
-			name: "a slot importing on the target only goes back to its owner",
+			name: "a slot importing on the target only: the target is told its owner and both sides are marked again",
 			given: func(c *redisCluster) {
 				setMark(&c.nodes[2].importing, 5000, c.nodes[0].id)
 			},
-			want: Action{Type: ActionSlotsRevert, Pod: "c-2", Master: "c-0", Slots: []probe.SlotRange{rng(5000, 5000)}},
+			want: Action{Type: ActionSlotsReimport, Pod: "c-0", Master: "c-2", Slots: []probe.SlotRange{rng(5000, 5000)}},
 		},
 		{
 			name: "a slot migrating on the source only is marked on both sides again",
@@ -230,14 +230,14 @@ func TestReshardResumes(t *testing.T) {
 			alert: true,
 		},
 		{
-			name: "a source that failed over mid-migration: what the target imported goes back to the replica that serves the slot now",
+			name: "a source that failed over mid-migration: the target imports from the replica that serves the slot now",
 			given: func(c *redisCluster) {
 				setMark(&c.nodes[2].importing, 5000, c.nodes[0].id)
 				c.nodes[0].down = true
 				c.nodes[1].master, c.nodes[1].masterID, c.nodes[1].slots, c.nodes[1].keys = true, "", c.nodes[0].slots, c.nodes[0].keys
 				c.nodes[0].slots = nil
 			},
-			want: Action{Type: ActionSlotsRevert, Pod: "c-2", Master: "c-1", Slots: []probe.SlotRange{rng(5000, 5000)}},
+			want: Action{Type: ActionSlotsReimport, Pod: "c-1", Master: "c-2", Slots: []probe.SlotRange{rng(5000, 5000)}},
 		},
 		{
 			name: "the target does not answer: the move waits",

@@ -211,15 +211,11 @@ func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
 			delete(tgt.importing, sl)
 			tgt.slots = withSlot(tgt.slots, sl)
 		})
-	case ActionSlotsRevert:
-		imp, owner := c.byName(a.Pod), c.byName(a.Master)
+	case ActionSlotsReimport:
+		src, tgt := c.byName(a.Pod), c.byName(a.Master)
 		eachSlot(a.Slots, func(sl int) {
-			if owner.keys == nil {
-				owner.keys = map[int]int{}
-			}
-			owner.keys[sl] += imp.keys[sl]
-			delete(imp.keys, sl)
-			delete(imp.importing, sl)
+			setMark(&tgt.importing, sl, src.id)
+			setMark(&src.migrating, sl, tgt.id)
 		})
 	case ActionClusterReset:
 		n := c.byName(a.Pod)
