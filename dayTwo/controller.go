@@ -262,6 +262,9 @@ func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
 		plan.ActionGracefulSwitchover: {a.Pod, a.Master},
 		plan.ActionClusterMeet:        {a.Pod, a.Master}, plan.ActionClusterAddSlots: {a.Pod},
 		plan.ActionClusterReplicate: {a.Pod, a.Master},
+		plan.ActionSlotsMigrating:   {a.Pod, a.Master}, plan.ActionMigrateKeys: {a.Pod, a.Master},
+		plan.ActionSlotsAssign: append([]string{a.Pod, a.Master}, a.Pods...), plan.ActionClusterForget: {a.Pod}, plan.ActionClusterReset: {a.Pod},
+		plan.ActionSlotsReimport: {a.Pod, a.Master},
 	}
 	for _, name := range changed[a.Type] {
 		if p, ok := s.snap.Pod(name); ok {

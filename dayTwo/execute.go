@@ -13,7 +13,8 @@ import (
 // the action. They are, one file per concern:
 // topology.go (bootstrap, failover, fencing, labels), operations.go
 // (scaling, upgrades, switchovers), reconfigure.go, precheck.go,
-// restore.go, backups.go, and cluster_bootstrap.go (sharded clusters).
+// restore.go, backups.go, cluster_bootstrap.go and reshard.go (sharded
+// clusters).
 var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
 	plan.ActionBootstrap:        (*Reconciler).bootstrap,
 	plan.ActionRefresh:          (*Reconciler).refresh,
@@ -54,6 +55,14 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionClusterAddSlots:  (*Reconciler).clusterAddSlots,
 	plan.ActionClusterReplicate: (*Reconciler).clusterReplicate,
 	plan.ActionRecordShards:     (*Reconciler).recordShards,
+
+	plan.ActionSlotsMigrating: (*Reconciler).slotsMigrating,
+	plan.ActionMigrateKeys:    (*Reconciler).migrateKeys,
+	plan.ActionSlotsAssign:    (*Reconciler).slotsAssign,
+	plan.ActionSlotsReimport:  (*Reconciler).slotsReimport,
+	plan.ActionClusterForget:  (*Reconciler).clusterForget,
+	plan.ActionClusterReset:   (*Reconciler).clusterReset,
+	plan.ActionResizeShards:   (*Reconciler).resizeShards,
 }
 
 // execute takes the step a names.

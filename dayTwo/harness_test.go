@@ -266,6 +266,7 @@ type cluster struct {
 	ns, name string
 	password string
 	pods     []string
+	spare    []string
 	ips      map[string]string
 	redis    map[string]*redisProc
 }
@@ -286,6 +287,10 @@ type clusterOpts struct {
 	// spec, when set, changes the CacheCluster's spec before it is
 	// created (a sharded layout).
 	spec func(*cachev1alpha1.CacheClusterSpec)
+	// objects, when set, is how many of the pods exist as Pod objects at
+	// first; the others' redis-server runs, kept in spare until a test
+	// adds their pods (a StatefulSet that grows).
+	objects int
 }
 
 // newCluster starts the pods' redis-server processes, creates the auth
@@ -319,6 +324,9 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		}
 		c.redis[name] = startRedis(t, ip, c.password, extra...)
 	}
+	if o.objects > 0 {
+		c.pods, c.spare = c.pods[:o.objects], c.pods[o.objects:]
+	}
 	if o.beforeCreate != nil {
 		o.beforeCreate(c)
 	}
@@ -329,7 +337,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		Data:       map[string][]byte{"password": []byte(c.password)},
 	}
 	must(t, k8s.Create(ctx, secret))
-	c.createStatefulSet(int32(o.pods))
+	c.createStatefulSet(int32(len(c.pods)))
 	for _, name := range c.pods {
 		c.createPod(name)
 	}

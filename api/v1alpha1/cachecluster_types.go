@@ -21,7 +21,6 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="self.mode == 'sharded' || (!has(self.shards) && !has(self.replicasPerShard))",message="spec.shards and spec.replicasPerShard apply only to mode: sharded; a replication cluster sizes itself with spec.replicas"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || has(self.shards)",message="a sharded cluster needs spec.shards, the number of masters the 16384 slots are spread over (at least 3)"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || !has(self.replicas) || self.replicas == 3",message="spec.replicas and spec.shards cannot be set together: a sharded cluster has spec.shards × (1 + spec.replicasPerShard) pods; remove spec.replicas"
-// +kubebuilder:validation:XValidation:rule="has(self.shards) == has(oldSelf.shards) && (!has(self.shards) || self.shards == oldSelf.shards)",message="spec.shards cannot change: resharding is not supported yet (issue 15); to change capacity, create a new sharded CacheCluster with the shard count you want, move clients and data to it, then delete this one"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || (!has(self.restore) && (!has(self.backup) || ((!has(self.backup.enabled) || !self.backup.enabled) && (!has(self.backup.autoRestore) || !self.backup.autoRestore))))",message="backups and restores of a sharded cluster are not supported yet (issue 15): remove backup.enabled, backup.autoRestore and restore"
 // +kubebuilder:validation:XValidation:rule="(has(self.replicasPerShard) ? self.replicasPerShard : 1) == (has(oldSelf.replicasPerShard) ? oldSelf.replicasPerShard : 1)",message="spec.replicasPerShard cannot change yet (issue 15): adding or removing replicas of a shard is not supported; create a new sharded CacheCluster with the replica count you want"
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version in ['redis 6.2.14', 'redis 7.0.15', 'valkey 8.0.1']",messageExpression="'engine ' + (has(self.engine) ? self.engine : 'redis') + ' version ' + self.version + ' is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)'"
@@ -61,7 +60,9 @@ type CacheClusterSpec struct {
 	Mode ClusterMode `json:"mode,omitempty"`
 
 	// Shards is the number of masters of a sharded cluster (mode: sharded
-	// only). It cannot change yet: resharding is not supported.
+	// only). A change moves hash slots between the shards (resharding,
+	// docs/sharded.md): a new shard's pods are added first, a removed
+	// shard's pods go only once its slots and keys have moved.
 	// +optional
 	// +kubebuilder:validation:Minimum=3
 	// +kubebuilder:validation:Maximum=64
@@ -744,6 +745,11 @@ type OperationStatus struct {
 	// Backup is the CacheBackup a Backup operation takes.
 	// +optional
 	Backup string `json:"backup,omitempty"`
+	// Resharding is the slot moves of a Scaling operation of a sharded
+	// cluster, as planned when it started. What has moved is read from
+	// the nodes on every reconcile, never from here.
+	// +optional
+	Resharding *ReshardingPlan `json:"resharding,omitempty"`
 }
 
 // CacheCluster is a Redis-compatible cache: one master, its replicas, and

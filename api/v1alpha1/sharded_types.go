@@ -86,3 +86,40 @@ const (
 	// EventShardMasterChanged: another pod serves a shard's slots.
 	EventShardMasterChanged = "ShardMasterChanged"
 )
+
+// ReshardingPlan is a change of a sharded cluster's shard count: the slot
+// ranges that move, from which shard to which.
+type ReshardingPlan struct {
+	// FromShards is the number of shards serving slots when it started.
+	FromShards int32 `json:"fromShards"`
+	// ToShards is spec.shards.
+	ToShards int32 `json:"toShards"`
+	// SlotsToMove is the number of slots the moves hold.
+	SlotsToMove int32 `json:"slotsToMove"`
+	// Moves are the slot ranges to move, in the order they move: a
+	// removed shard's slots first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4096
+	Moves []SlotMove `json:"moves,omitempty"`
+}
+
+// SlotMove is slot ranges that move from one shard's master to another's.
+type SlotMove struct {
+	// From is the index of the shard giving the slots.
+	From int32 `json:"from"`
+	// To is the index of the shard taking them.
+	To int32 `json:"to"`
+	// Slots are ranges such as "4096-5461".
+	Slots []string `json:"slots"`
+}
+
+// Events of resharding.
+const (
+	// EventSlotsMoving: a batch of slots started moving between shards.
+	EventSlotsMoving = "SlotsMoving"
+	// EventShardAdded: a new shard serves its slots.
+	EventShardAdded = "ShardAdded"
+	// EventShardRemoved: a removed shard's nodes own no slot and no key
+	// and no remaining node knows them; its pods may go.
+	EventShardRemoved = "ShardRemoved"
+)

@@ -73,6 +73,8 @@ type Action struct {
 	Slots []probe.SlotRange
 	// Shards are what RecordShards writes to status.shards.
 	Shards []cachev1alpha1.ShardStatus
+	// NodeIDs are the nodes ClusterForget forgets.
+	NodeIDs []string
 }
 
 func (a Action) String() string {

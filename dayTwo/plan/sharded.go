@@ -85,7 +85,7 @@ func planSharded(s Snapshot) Action {
 			}
 		}
 	}
-	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planCoverage, planShardLabels, planShardStatus} {
+	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planMoving, planCoverage, planShardLabels, planShardStatus} {
 		if a := rule(v); a.Type != ActionNone {
 			return a
 		}
@@ -93,10 +93,20 @@ func planSharded(s Snapshot) Action {
 	if s.Approved == nil {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}
-	if !reflect.DeepEqual(s.Spec, *s.Approved) {
+	if a := planReshard(v); a.Type != ActionNone {
+		return a
+	}
+	if heldChange(*s.Approved, s.Spec) {
 		return Action{Type: ActionWait, Reason: ShardedChangeHeld}
 	}
 	return Action{Type: ActionNone}
+}
+
+// heldChange: spec asks for more than a pod count the pods do not run
+// (resharding changes the pod count).
+func heldChange(approved, spec cachev1alpha1.RolloutValues) bool {
+	approved.Replicas = spec.Replicas
+	return !reflect.DeepEqual(approved, spec)
 }
 
 // ShardedChangeHeld is why a spec change of a sharded cluster does not
@@ -106,11 +116,15 @@ const ShardedChangeHeld = "a change of version, configuration or resources of a 
 // simulateSharded is Simulate for a sharded cluster: a change of what the
 // pods run is held (planSharded waits on it); nothing else is an
 // operation.
-func simulateSharded(approved, spec cachev1alpha1.RolloutValues) []Action {
-	if reflect.DeepEqual(approved, spec) {
-		return nil
+func simulateSharded(base, head *cachev1alpha1.CacheCluster, approved, spec cachev1alpha1.RolloutValues) []Action {
+	var out []Action
+	if base.IsSharded() && base.ShardCount() > 0 && head.ShardCount() != base.ShardCount() {
+		out = append(out, simulateReshard(base, head))
 	}
-	return []Action{{Type: ActionWait, Reason: ShardedChangeHeld}}
+	if heldChange(approved, spec) {
+		out = append(out, Action{Type: ActionWait, Reason: ShardedChangeHeld})
+	}
+	return out
 }
 
 // introducer is the lowest-ordinal pod that answers: the one every other
@@ -139,7 +153,9 @@ func planMeet(v shardedView) Action {
 	}
 	for _, p := range v.pods {
 		cv := v.views[p.Name]
-		if cv == nil || p.Name == intro.Name || known[cv.Myself.ID] {
+		if cv == nil || p.Name == intro.Name || known[cv.Myself.ID] || v.removed(p) {
+			// A removed shard's pods are never met again: they are
+			// being forgotten.
 			continue
 		}
 		for _, n := range iv.Nodes {
@@ -151,11 +167,11 @@ func planMeet(v shardedView) Action {
 	}
 	for _, p := range v.pods {
 		cv := v.views[p.Name]
-		if cv == nil {
+		if cv == nil || v.removed(p) {
 			continue
 		}
 		for _, q := range v.pods {
-			if qv := v.views[q.Name]; qv != nil && !knows(cv, qv.Myself.ID) {
+			if qv := v.views[q.Name]; qv != nil && !v.removed(q) && !knows(cv, qv.Myself.ID) {
 				return Action{Type: ActionWait, Pod: p.Name, Reason: fmt.Sprintf("gossip has not told %s of %s yet", p.Name, q.Name)}
 			}
 		}
@@ -221,7 +237,9 @@ func planSlots(v shardedView) Action {
 // master.
 func planReplicas(v shardedView) Action {
 	for i := range v.s.Sharded.Shards {
-		master, mv := v.shardMaster(i)
+		// A new shard's lead serves no slot until slots move to it; its
+		// replicas follow it before.
+		master, mv := v.shardLead(i)
 		if mv == nil {
 			continue
 		}
@@ -257,7 +275,8 @@ func (v shardedView) coverage() string {
 		return "no node answers CLUSTER INFO"
 	}
 	for _, p := range v.pods {
-		if cv := v.views[p.Name]; cv != nil && (cv.State != "ok" || cv.SlotsAssigned != cachev1alpha1.SlotCount) {
+		// A removed shard's node forgets the cluster before it goes.
+		if cv := v.views[p.Name]; cv != nil && !v.removed(p) && (cv.State != "ok" || cv.SlotsAssigned != cachev1alpha1.SlotCount) {
 			return fmt.Sprintf("%s reports cluster_state:%s with %d of %d slots served", p.Name, cv.State, cv.SlotsAssigned, cachev1alpha1.SlotCount)
 		}
 	}
@@ -322,26 +341,17 @@ func planShardStatus(v shardedView) Action {
 // is not failed), its slots and the pods that replicate it.
 func (v shardedView) Shards() []cachev1alpha1.ShardStatus {
 	_, ref := v.introducer()
-	podOf := map[string]PodState{}
-	for _, p := range v.pods {
-		if cv := v.views[p.Name]; cv != nil {
-			podOf[cv.Myself.ID] = p
-		}
-	}
+	podOf := v.nodePods()
+	size := v.s.Sharded.Shards
 	if ref != nil {
+		// A shard being removed is listed while it serves slots.
 		for _, n := range ref.Nodes {
-			if _, ok := podOf[n.ID]; ok || n.IP == "" {
-				continue
-			}
-			// A node that does not answer is known by its address.
-			for _, p := range v.pods {
-				if p.IP == n.IP {
-					podOf[n.ID] = p
-				}
+			if p, ok := podOf[n.ID]; ok && n.Master && !n.Failed && len(n.Slots) > 0 {
+				size = max(size, v.shardOf(p)+1)
 			}
 		}
 	}
-	out := make([]cachev1alpha1.ShardStatus, v.s.Sharded.Shards)
+	out := make([]cachev1alpha1.ShardStatus, size)
 	for i := range out {
 		out[i].Index = int32(i)
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -27,6 +28,11 @@ type modelNode struct {
 	slots    []probe.SlotRange
 	down     bool
 	label    string
+	// Resharding: the slots marked on the node's own line, the keys it
+	// holds by slot, the nodes it was told to forget.
+	migrating, importing map[int]string
+	keys                 map[int]int
+	forgot               map[string]bool
 }
 
 func newRedisCluster(shards, perShard int) *redisCluster {
@@ -49,16 +55,25 @@ func (c *redisCluster) byName(name string) *modelNode {
 }
 
 func (c *redisCluster) line(n *modelNode) probe.ClusterNode {
-	return probe.ClusterNode{ID: n.id, IP: n.ip, Master: n.master, MasterID: n.masterID, Failed: n.down, Slots: n.slots}
+	return probe.ClusterNode{ID: n.id, IP: n.ip, Master: n.master, MasterID: n.masterID, Failed: n.down, Slots: n.slots, Moving: len(n.migrating) + len(n.importing)}
 }
 
 // view is what node n would answer.
 func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
 	v := &probe.ClusterView{Myself: c.line(n)}
+	if len(n.migrating) > 0 {
+		v.Myself.Migrating, v.MigratingKeys = map[int]string{}, map[int]int{}
+		for s, id := range n.migrating {
+			v.Myself.Migrating[s], v.MigratingKeys[s] = id, n.keys[s]
+		}
+	}
+	if len(n.importing) > 0 {
+		v.Myself.Importing = maps.Clone(n.importing)
+	}
 	var served slotSet
 	failed := false
 	for _, m := range c.nodes {
-		if m != n && (!m.met || !n.met) {
+		if m != n && (!m.met || !n.met || n.forgot[m.id]) {
 			continue
 		}
 		v.Nodes = append(v.Nodes, c.line(m))
@@ -79,9 +94,13 @@ func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
 }
 
 func (c *redisCluster) snapshot() Snapshot {
-	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard}}
+	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard},
+		Spec: cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard)}}
 	for o, n := range c.nodes {
 		p := pod(c.name(o), n.ip, "master", "", n.label, 0, 0)
+		for _, k := range n.keys {
+			p.Obs.Keys += int64(k)
+		}
 		if n.down {
 			p = down(p, 0)
 		} else {
@@ -118,6 +137,105 @@ func (c *redisCluster) apply(t *testing.T, s *Snapshot, a Action) {
 	case ActionApprove:
 		s.Approved = a.Values
 	default:
+		c.applyReshard(t, s, a)
+	}
+}
+
+// applyReshard plays a resharding step out as Redis would.
+func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
+	t.Helper()
+	switch a.Type {
+	case ActionStartOperation:
+		op := a.Operation.DeepCopy()
+		op.ID = "op1"
+		s.Operation = op
+	case ActionNextStep:
+		s.Operation = a.Operation
+	case ActionCompleteOperation:
+		s.Operation = nil
+	case ActionResizeShards:
+		s.Approved = a.Values
+		want := int(a.Values.Replicas)
+		for o := len(c.nodes); o < want; o++ {
+			c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true})
+		}
+		for _, n := range c.nodes[min(want, len(c.nodes)):] {
+			for _, m := range c.nodes[:want] {
+				if n.met && !m.forgot[n.id] {
+					t.Fatalf("%s: %s is removed while %s knows it", a, n.id, m.id)
+				}
+			}
+			if len(n.slots) > 0 {
+				t.Fatalf("%s: a removed node serves slots %v", a, n.slots)
+			}
+		}
+		c.nodes = c.nodes[:min(want, len(c.nodes))]
+	case ActionSlotsMigrating:
+		src, tgt := c.byName(a.Pod), c.byName(a.Master)
+		eachSlot(a.Slots, func(sl int) {
+			if !ownsSlot(tgt, sl) {
+				setMark(&tgt.importing, sl, src.id)
+			}
+			if !ownsSlot(src, sl) {
+				t.Fatalf("%s: MIGRATING on a node that does not own slot %d", a, sl)
+			}
+			setMark(&src.migrating, sl, tgt.id)
+		})
+	case ActionMigrateKeys:
+		src, tgt := c.byName(a.Pod), c.byName(a.Master)
+		budget := 150 // a bounded step: more than one is needed
+		eachSlot(a.Slots, func(sl int) {
+			if src.migrating[sl] != tgt.id || tgt.importing[sl] != src.id {
+				t.Fatalf("%s: MIGRATE of slot %d that is not marked on both sides", a, sl)
+			}
+			k := min(src.keys[sl], budget)
+			budget -= k
+			src.keys[sl] -= k
+			if tgt.keys == nil {
+				tgt.keys = map[int]int{}
+			}
+			tgt.keys[sl] += k
+		})
+	case ActionSlotsAssign:
+		tgt := c.byName(a.Master)
+		eachSlot(a.Slots, func(sl int) {
+			for _, n := range c.nodes {
+				if n != tgt && ownsSlot(n, sl) && n.keys[sl] > 0 {
+					t.Fatalf("%s: slot %d given away while %s holds %d keys of it", a, sl, n.id, n.keys[sl])
+				}
+				if ownsSlot(n, sl) {
+					n.slots = withoutSlot(n.slots, sl)
+				}
+				delete(n.migrating, sl)
+			}
+			delete(tgt.importing, sl)
+			tgt.slots = withSlot(tgt.slots, sl)
+		})
+	case ActionSlotsReimport:
+		src, tgt := c.byName(a.Pod), c.byName(a.Master)
+		eachSlot(a.Slots, func(sl int) {
+			setMark(&tgt.importing, sl, src.id)
+			setMark(&src.migrating, sl, tgt.id)
+		})
+	case ActionClusterReset:
+		n := c.byName(a.Pod)
+		if n.master && len(n.keys) > 0 {
+			for _, k := range n.keys {
+				if k > 0 {
+					t.Fatalf("%s: CLUSTER RESET on a master that holds keys", a)
+				}
+			}
+		}
+		n.id, n.met, n.master, n.masterID, n.forgot = fmt.Sprintf("%040d", 1000+len(n.id)), false, true, "", nil
+	case ActionClusterForget:
+		n := c.byName(a.Pod)
+		if n.forgot == nil {
+			n.forgot = map[string]bool{}
+		}
+		for _, id := range a.NodeIDs {
+			n.forgot[id] = true
+		}
+	default:
 		t.Fatalf("unexpected step %s", a)
 	}
 }
@@ -128,9 +246,9 @@ func (c *redisCluster) apply(t *testing.T, s *Snapshot, a Action) {
 func (c *redisCluster) run(t *testing.T, s Snapshot) ([]Action, Snapshot) {
 	t.Helper()
 	var steps []Action
-	for range 100 {
+	for range 3000 {
 		fresh := c.snapshot()
-		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec = s.Sharded.Recorded, s.Approved, s.Spec
+		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
 			return append(steps, a), fresh
@@ -139,7 +257,7 @@ func (c *redisCluster) run(t *testing.T, s Snapshot) ([]Action, Snapshot) {
 		c.apply(t, &fresh, a)
 		s = fresh
 	}
-	t.Fatal("the planner did not settle in 100 steps")
+	t.Fatal("the planner did not settle in 3000 steps")
 	return nil, s
 }
 
@@ -330,4 +448,52 @@ func TestShardedSpecChangeWaits(t *testing.T) {
 	a := Next(s)
 	g.Expect(a.Type).To(Equal(ActionWait))
 	g.Expect(a.Reason).To(ContainSubstring("not rolled out yet"))
+}
+
+func eachSlot(rs []probe.SlotRange, f func(int)) {
+	for _, r := range rs {
+		for sl := r.Start; sl <= r.End; sl++ {
+			f(sl)
+		}
+	}
+}
+
+func setMark(m *map[int]string, slot int, id string) {
+	if *m == nil {
+		*m = map[int]string{}
+	}
+	(*m)[slot] = id
+}
+
+func ownsSlot(n *modelNode, slot int) bool {
+	for _, r := range n.slots {
+		if slot >= r.Start && slot <= r.End {
+			return true
+		}
+	}
+	return false
+}
+
+func slotRanges(set *slotSet) []probe.SlotRange {
+	var all slotSet
+	for i := range cachev1alpha1.SlotCount {
+		if !set.has(i) {
+			all.add(probe.SlotRange{Start: i, End: i})
+		}
+	}
+	return all.missing(probe.SlotRange{Start: 0, End: cachev1alpha1.SlotCount - 1})
+}
+
+func withSlot(rs []probe.SlotRange, slot int) []probe.SlotRange {
+	var s slotSet
+	s.add(rs...)
+	s.add(probe.SlotRange{Start: slot, End: slot})
+	return slotRanges(&s)
+}
+
+func withoutSlot(rs []probe.SlotRange, slot int) []probe.SlotRange {
+	var s slotSet
+	s.add(rs...)
+	s[slot/64] &^= 1 << (slot % 64)
+	return slotRanges(&s)
 }

@@ -26,7 +26,7 @@ func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateCha
 		approved = *r.RolloutValues.DeepCopy()
 	}
 	if head.IsSharded() {
-		return simulateSharded(approved, renderer.SpecValues(head)), nil
+		return simulateSharded(base, head, approved, renderer.SpecValues(head)), nil
 	}
 	if master == "" {
 		master = fmt.Sprintf("%s-0", base.Name)

@@ -24,7 +24,15 @@ type ClusterView struct {
 	Myself ClusterNode
 	// Nodes are every node this one knows, itself included, by ID.
 	Nodes []ClusterNode
+	// MigratingKeys is CLUSTER COUNTKEYSINSLOT of each slot this node
+	// migrates (at most MaxCountedSlots of them): a slot may be given to
+	// its new owner only once it is 0.
+	MigratingKeys map[int]int
 }
+
+// MaxCountedSlots bounds the COUNTKEYSINSLOT a probe sends: the planner
+// never has more slots migrating at once.
+const MaxCountedSlots = 1024
 
 // ClusterNode is one line of CLUSTER NODES.
 type ClusterNode struct {
@@ -46,6 +54,11 @@ type ClusterNode struct {
 	// Migrating or importing slots are marked on the line ("[5460->-id]");
 	// Moving counts them.
 	Moving int
+	// Migrating are the slots this node gives away, by the node taking
+	// them ("[5460->-id]"); Importing the slots it takes, by the node
+	// giving them ("[5460-<-id]"). Redis shows both on its own line only.
+	Migrating map[int]string
+	Importing map[int]string
 }
 
 // SlotRange is the slots from Start to End, both included.
@@ -70,8 +83,9 @@ func (v *ClusterView) signature() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %d %d;", v.State, v.SlotsAssigned, v.KnownNodes)
 	for _, n := range v.Nodes {
-		fmt.Fprintf(&b, "%s %s %t %s %t %t %v %d;", n.ID, n.IP, n.Master, n.MasterID, n.Failed, n.Handshake, n.Slots, n.Moving)
+		fmt.Fprintf(&b, "%s %s %t %s %t %t %v %d %v %v;", n.ID, n.IP, n.Master, n.MasterID, n.Failed, n.Handshake, n.Slots, n.Moving, n.Migrating, n.Importing)
 	}
+	fmt.Fprintf(&b, "%v", v.MigratingKeys)
 	return b.String()
 }
 
@@ -86,7 +100,32 @@ func probeCluster(ctx context.Context, c *conn, timeout, period time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
 	}
-	return ParseClusterView(info, nodes)
+	v, err := ParseClusterView(info, nodes)
+	if err != nil {
+		return nil, err
+	}
+	slots := make([]int, 0, len(v.Myself.Migrating))
+	for s := range v.Myself.Migrating {
+		slots = append(slots, s)
+	}
+	sort.Ints(slots)
+	slots = slots[:min(len(slots), MaxCountedSlots)]
+	if len(slots) == 0 {
+		return v, nil
+	}
+	cmds := make([][]byte, len(slots))
+	for i, s := range slots {
+		cmds[i] = encodeCommand("CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(s))
+	}
+	counts, err := c.pipeline(ctx, cmds, timeout, period)
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT: %w", err)
+	}
+	v.MigratingKeys = make(map[int]int, len(slots))
+	for i, s := range slots {
+		v.MigratingKeys[s], _ = strconv.Atoi(counts[i])
+	}
+	return v, nil
 }
 
 var (
@@ -166,6 +205,7 @@ func parseNodeLine(line string) (ClusterNode, bool, error) {
 	for _, s := range f[8:] {
 		if strings.HasPrefix(s, "[") {
 			n.Moving++
+			parseMoving(&n, s)
 			continue
 		}
 		a, b, isRange := strings.Cut(s, "-")
@@ -183,4 +223,27 @@ func parseNodeLine(line string) (ClusterNode, bool, error) {
 	}
 	sort.Slice(n.Slots, func(i, j int) bool { return n.Slots[i].Start < n.Slots[j].Start })
 	return n, myself, nil
+}
+
+// parseMoving reads a migrating ("[5460->-id]") or importing
+// ("[5460-<-id]") marker.
+func parseMoving(n *ClusterNode, s string) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	if slot, id, ok := strings.Cut(s, "->-"); ok {
+		if i, err := strconv.Atoi(slot); err == nil {
+			if n.Migrating == nil {
+				n.Migrating = map[int]string{}
+			}
+			n.Migrating[i] = id
+		}
+		return
+	}
+	if slot, id, ok := strings.Cut(s, "-<-"); ok {
+		if i, err := strconv.Atoi(slot); err == nil {
+			if n.Importing == nil {
+				n.Importing = map[int]string{}
+			}
+			n.Importing[i] = id
+		}
+	}
 }

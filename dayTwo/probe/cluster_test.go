@@ -24,6 +24,8 @@ func TestParseClusterView(t *testing.T) {
 	g.Expect(v.Myself.Master).To(BeTrue())
 	g.Expect(v.Myself.Slots).To(Equal([]SlotRange{{0, 5460}}))
 	g.Expect(v.Myself.Moving).To(Equal(1))
+	g.Expect(v.Myself.Migrating).To(Equal(map[int]string{5461: "292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f"}))
+	g.Expect(v.Myself.Importing).To(BeNil())
 	g.Expect(v.Nodes).To(HaveLen(4))
 	byID := map[string]ClusterNode{}
 	for _, n := range v.Nodes {
@@ -36,6 +38,13 @@ func TestParseClusterView(t *testing.T) {
 	meeting := byID["6ec23923021cf3ffec47632106199cb7f496ce01"]
 	g.Expect(meeting.Handshake).To(BeTrue())
 	g.Expect(meeting.IP).To(BeEmpty())
+
+	// The side that takes a slot marks it importing.
+	v, err = ParseClusterView(info, "292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 10.0.0.3:6379@16379 myself,master - 0 0 2 connected 5462-10922 [5461-<-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca] [77->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Myself.Importing).To(Equal(map[int]string{5461: "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca"}))
+	g.Expect(v.Myself.Migrating).To(Equal(map[int]string{77: "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1"}))
+	g.Expect(v.Myself.Slots).To(Equal([]SlotRange{{5462, 10922}}))
 
 	_, err = ParseClusterView(info, "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 10.0.0.2:6379@16379 slave - 0 0 1 connected\n")
 	g.Expect(err).To(MatchError(ContainSubstring("no line flagged myself")))

@@ -76,6 +76,57 @@ func (c *conn) do(ctx context.Context, cmd []byte, timeout, period time.Duration
 	return reply, nil
 }
 
+// pipeline sends encoded commands in one write and reads their answers in
+// order, all within one deadline (timeout from now), as do does for one.
+func (c *conn) pipeline(ctx context.Context, cmds [][]byte, timeout, period time.Duration) ([]string, error) {
+	now := time.Now()
+	deadline := now.Add(timeout)
+	if c.nc == nil {
+		if now.Before(c.retryAt) {
+			return nil, fmt.Errorf("%w (%d)", errBackoff, c.failures)
+		}
+		if err := c.dial(ctx, deadline); err != nil {
+			c.failed(now, period)
+			return nil, err
+		}
+	}
+	out, err := c.sendAll(cmds, deadline)
+	if err != nil {
+		c.failed(now, period)
+		return nil, err
+	}
+	c.failures = 0
+	return out, nil
+}
+
+func (c *conn) sendAll(cmds [][]byte, deadline time.Time) ([]string, error) {
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	var buf []byte
+	for _, cmd := range cmds {
+		buf = append(buf, cmd...)
+	}
+	if _, err := c.nc.Write(buf); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(cmds))
+	var firstErr error
+	for i := range cmds {
+		r, err := readReply(c.r)
+		var ne net.Error
+		if err != nil && (errors.As(err, &ne) || !strings.HasPrefix(err.Error(), "redis: ")) {
+			// The connection broke: the rest cannot be read.
+			return nil, err
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		out[i] = r
+	}
+	return out, firstErr
+}
+
 // send dials when there is no connection, then sends the command, all
 // before the deadline.
 func (c *conn) send(ctx context.Context, cmd []byte, deadline time.Time) (string, error) {

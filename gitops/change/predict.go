@@ -141,14 +141,15 @@ func rejected(b, a *cachev1alpha1.CacheCluster) []string {
 	return rejectedSharded(b, a)
 }
 
-// rejectedSharded lists a change of a cluster's mode or shard layout,
-// which admission refuses (no resharding yet).
+// rejectedSharded lists a change of a cluster's mode or shard layout
+// that admission refuses (a change of spec.shards is resharding, which
+// simulate plans).
 func rejectedSharded(b, a *cachev1alpha1.CacheCluster) []string {
 	switch {
 	case b.IsSharded() != a.IsSharded():
 		return []string{"mode: rejected at admission, it is immutable (create a new CacheCluster with the mode you want)"}
-	case a.IsSharded() && b.ShardCount() != a.ShardCount():
-		return []string{fmt.Sprintf("shards %d→%d: rejected at admission, resharding is not supported yet (issue 15); create a new sharded CacheCluster with the shard count you want", b.ShardCount(), a.ShardCount())}
+	case a.IsSharded() && a.ShardCount() < 3:
+		return []string{fmt.Sprintf("shards %d: rejected at admission, a sharded cluster has at least 3 shards", a.ShardCount())}
 	case a.IsSharded() && b.ReplicasPerShard() != a.ReplicasPerShard():
 		return []string{fmt.Sprintf("replicasPerShard %d→%d: rejected at admission, it cannot change yet (issue 15)", b.ReplicasPerShard(), a.ReplicasPerShard())}
 	}

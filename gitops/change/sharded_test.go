@@ -40,8 +40,20 @@ func TestPredictShardedClusters(t *testing.T) {
 		{
 			name: "more shards", base: base, head: strings.Replace(shardedCluster, "shards: 3", "shards: 4", 1),
 			check: func(g Gomega, p ClusterPlan) {
-				g.Expect(p.Rejected).To(ConsistOf(ContainSubstring("shards 3→4: rejected at admission, resharding is not supported yet")))
-				g.Expect(p.Operations).To(BeEmpty())
+				g.Expect(p.Rejected).To(BeEmpty())
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Scaling"))
+				g.Expect(p.Operations[0].Description).To(HavePrefix("spec.shards 3 → 4: 8193 of 16384 slots move (about 50% of the keys); shard 0 → 1: 4096-5461; shard 1 → 2: 8192-10922; shard 2 → 3: 12288-16383; pods added: carts-6 to carts-7"))
+				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
+			},
+		},
+		{
+			name: "fewer shards", base: writeFile(t, dir, "four.yaml", strings.Replace(shardedCluster, "shards: 3", "shards: 4", 1)), head: shardedCluster,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Description).To(And(
+					HavePrefix("spec.shards 4 → 3: 8193 of 16384 slots move (about 50% of the keys); shard 3 → 2: 12288-16383; shard 1 → 0"),
+					HaveSuffix("pods removed once their shards serve no slot and are forgotten: carts-6 to carts-7")))
 			},
 		},
 		{

@@ -42,8 +42,9 @@ func TestAdmissionRejectsInvalidShardedClusters(t *testing.T) {
 }
 
 // A sharded cluster is admitted with its defaults, and what cannot change
-// in place (the mode, the shard count, the replicas per shard) is refused
-// with a message that says what to do instead.
+// in place (the mode, the replicas per shard, a shard count below 3) is
+// refused with a message that says what to do instead; the shard count
+// itself may change (resharding).
 func TestAdmissionKeepsShardLayoutImmutable(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -69,8 +70,11 @@ func TestAdmissionKeepsShardLayoutImmutable(t *testing.T) {
 	g.Expect(change(plain, func(c *cachev1alpha1.CacheCluster) {
 		c.Spec.Mode, c.Spec.Shards, c.Spec.Replicas = cachev1alpha1.ModeSharded, ptr.To[int32](3), nil
 	})).To(MatchError(ContainSubstring("spec.mode is immutable: a cluster cannot move between replication and sharded")))
-	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Shards = ptr.To[int32](4) })).
-		To(MatchError(ContainSubstring("spec.shards cannot change: resharding is not supported yet")))
+	// A change of spec.shards is resharding; the minimum of 3 holds.
+	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Shards = ptr.To[int32](2) })).
+		To(MatchError(ContainSubstring("should be greater than or equal to 3")))
+	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Shards = ptr.To[int32](4) })).To(Succeed())
+	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.Shards = ptr.To[int32](3) })).To(Succeed())
 	g.Expect(change(sharded, func(c *cachev1alpha1.CacheCluster) { c.Spec.ReplicasPerShard = ptr.To[int32](2) })).
 		To(MatchError(ContainSubstring("spec.replicasPerShard cannot change yet")))
 	// Writing down the default changes nothing, so it is allowed, as is

@@ -1,0 +1,252 @@
+package daytwo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/plan"
+	"github.com/cacheops/cacheops/dayTwo/probe"
+)
+
+// The steps of resharding (plan/reshard.go orders them): a batch of slots
+// is marked importing on its new owner and migrating on its old one, its
+// keys move with MIGRATE, then every master is told the new owner; a
+// removed shard's nodes are forgotten before its pods go.
+
+// migrateBudget bounds the time one MigrateKeys step moves keys: a
+// reconcile never blocks for long, the next one continues.
+const migrateBudget = 2 * time.Second
+
+// migrateTimeout is MIGRATE's own timeout (milliseconds) for one batch.
+const migrateTimeout = 5000
+
+// nodeOf is the node ID and address of a pod's Redis as its probe saw it.
+func nodeOf(s *scope, pod string) (ip, id string, err error) {
+	p, ok := s.snap.Pod(pod)
+	if !ok || p.IP == "" || p.Obs.Cluster == nil {
+		return "", "", fmt.Errorf("the node of %s is not known", pod)
+	}
+	return p.IP, p.Obs.Cluster.Myself.ID, nil
+}
+
+// setSlots sends CLUSTER SETSLOT slot <how> [id] for every slot of slots
+// in one pipeline.
+func setSlots(ctx context.Context, ip, password string, slots []probe.SlotRange, how, id string) error {
+	c := redisClient(ip, password)
+	defer c.Close()
+	var cmds []*redis.Cmd
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range slots {
+			for slot := r.Start; slot <= r.End; slot++ {
+				cmds = append(cmds, p.Do(ctx, "CLUSTER", "SETSLOT", slot, how, id))
+			}
+		}
+		return nil
+	}); err != nil {
+		for _, cmd := range cmds {
+			if cmd.Err() != nil {
+				return fmt.Errorf("CLUSTER SETSLOT %v %s on %s: %w", cmd.Args()[2], how, ip, cmd.Err())
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// slotsMigrating marks a.Slots importing on a.Master's node (from
+// a.Pod's), then migrating on a.Pod's (to a.Master's): the target first,
+// so a client the source sends there (ASK) is served.
+func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action) error {
+	sip, sid, err := nodeOf(s, a.Pod)
+	if err != nil {
+		return err
+	}
+	tip, tid, err := nodeOf(s, a.Master)
+	if err != nil {
+		return err
+	}
+	if err := setSlots(ctx, tip, s.password, a.Slots, "IMPORTING", sid); err != nil {
+		return err
+	}
+	if err := setSlots(ctx, sip, s.password, a.Slots, "MIGRATING", tid); err != nil {
+		return err
+	}
+	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSlotsMoving, "Resharding", "Moving slots %v from %s to %s", plan.SlotStrings(a.Slots), a.Pod, a.Master)
+	return nil
+}
+
+// migrateKeys moves the keys of a.Slots from a.Pod's node to a.Master's,
+// MigrateBatchKeys per MIGRATE, for at most migrateBudget.
+func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) error {
+	_, err := r.moveKeys(ctx, s, a.Pod, a.Master, a.Slots)
+	return err
+}
+
+// moveKeys moves the keys of slots from one pod's node to another's
+// (GETKEYSINSLOT, MIGRATE … KEYS), MigrateBatchKeys per MIGRATE, for at
+// most migrateBudget; done says no key of the slots is left on from.
+func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, slots []probe.SlotRange) (done bool, err error) {
+	sip, _, err := nodeOf(s, from)
+	if err != nil {
+		return false, err
+	}
+	tip, _, err := nodeOf(s, to)
+	if err != nil {
+		return false, err
+	}
+	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(sip, "6379"), Password: s.password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: (migrateTimeout + 2000) * time.Millisecond, WriteTimeout: 2 * time.Second})
+	defer c.Close()
+	start, moved := time.Now(), 0
+	defer func() {
+		took := time.Since(start)
+		s.then(func() {
+			ctrl.LoggerFrom(ctx).Info("Keys migrated", "from", from, "to", to, "keys", moved, "duration", took.Round(time.Millisecond).String())
+		})
+	}()
+	for _, sr := range slots {
+		for slot := sr.Start; slot <= sr.End; slot++ {
+			for {
+				if time.Since(start) > migrateBudget {
+					return false, nil
+				}
+				keys, err := c.ClusterGetKeysInSlot(ctx, slot, plan.MigrateBatchKeys).Result()
+				if err != nil {
+					return false, fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
+				}
+				if len(keys) == 0 {
+					break
+				}
+				args := []any{"MIGRATE", tip, "6379", "", 0, migrateTimeout}
+				if s.password != "" {
+					args = append(args, "AUTH", s.password)
+				}
+				args = append(args, "KEYS")
+				for _, k := range keys {
+					args = append(args, k)
+				}
+				if err := c.Do(ctx, args...).Err(); err != nil && err != redis.Nil {
+					return false, fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
+				}
+				moved += len(keys)
+				// The source's replicas drop the moved keys before the
+				// next batch: a replica promoted after a crash of the
+				// source holds as few keys the target also holds as
+				// can be.
+				_ = c.Do(ctx, "WAIT", 1, 500).Err()
+			}
+		}
+	}
+	return true, nil
+}
+
+// slotsReimport tells a.Master's node, which imports a.Slots, that
+// a.Pod's serves them (SETSLOT NODE keeps the import), then marks them
+// again as slotsMigrating does.
+func (r *Reconciler) slotsReimport(ctx context.Context, s *scope, a plan.Action) error {
+	_, sid, err := nodeOf(s, a.Pod)
+	if err != nil {
+		return err
+	}
+	tip, _, err := nodeOf(s, a.Master)
+	if err != nil {
+		return err
+	}
+	if err := setSlots(ctx, tip, s.password, a.Slots, "NODE", sid); err != nil {
+		return err
+	}
+	return r.slotsMigrating(ctx, s, a)
+}
+
+// slotsAssign gives a.Slots to a.Master's node on it, then on a.Pod's
+// (the source, which refuses while it holds a key of one), then on every
+// other master in a.Pods.
+func (r *Reconciler) slotsAssign(ctx context.Context, s *scope, a plan.Action) error {
+	tip, tid, err := nodeOf(s, a.Master)
+	if err != nil {
+		return err
+	}
+	order := []string{a.Master}
+	if a.Pod != a.Master {
+		order = append(order, a.Pod)
+	}
+	order = append(order, a.Pods...)
+	for i, pod := range order {
+		ip := tip
+		if i > 0 {
+			if ip, _, err = nodeOf(s, pod); err != nil {
+				return err
+			}
+		}
+		if err := setSlots(ctx, ip, s.password, a.Slots, "NODE", tid); err != nil {
+			if i > 0 && isReplicaNow(err) {
+				// A source that gave away its last slot follows the
+				// new owner (Redis 7 does that): a replica keeps no
+				// slot state, it learns the owner from gossip.
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func isReplicaNow(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Please use SETSLOT only with masters")
+}
+
+// clusterForget has a.Pod's node forget a.NodeIDs; a node it does not
+// know any more is forgotten already.
+func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action) error {
+	p, _ := s.snap.Pod(a.Pod)
+	c := redisClient(p.IP, s.password)
+	defer c.Close()
+	for _, id := range a.NodeIDs {
+		if err := c.ClusterForget(ctx, id).Err(); err != nil && !isUnknownNode(err) {
+			return fmt.Errorf("CLUSTER FORGET %s on %s: %w", id, a.Pod, err)
+		}
+	}
+	return nil
+}
+
+// clusterReset has a removed pod's node forget the cluster: CLUSTER RESET
+// HARD (Redis refuses it on a master that holds keys).
+func (r *Reconciler) clusterReset(ctx context.Context, s *scope, a plan.Action) error {
+	p, _ := s.snap.Pod(a.Pod)
+	c := redisClient(p.IP, s.password)
+	defer c.Close()
+	return c.ClusterResetHard(ctx).Err()
+}
+
+func isUnknownNode(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "ERR Unknown node")
+}
+
+// resizeShards approves the pod count of a shard-count change.
+func (r *Reconciler) resizeShards(_ context.Context, s *scope, a plan.Action) error {
+	before := s.snap.Approved.Replicas
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { approveValues(st, *a.Values) })
+	pps := int32(s.snap.Sharded.PodsPerShard)
+	if a.Values.Replicas > before {
+		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventShardAdded, "Resharding", "Adding the pods of shards %d to %d (%s)", before/pps, a.Values.Replicas/pps-1, podRange(s.cc.Name, before, a.Values.Replicas))
+	} else {
+		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventShardRemoved, "Resharding", "Shards %d to %d own no slot and no key and no node knows them; removing %s", a.Values.Replicas/pps, before/pps-1, podRange(s.cc.Name, a.Values.Replicas, before))
+	}
+	return nil
+}
+
+func podRange(name string, from, to int32) string {
+	if to-from == 1 {
+		return name + "-" + strconv.Itoa(int(from))
+	}
+	return fmt.Sprintf("%s-%d to %s-%d", name, from, name, to-1)
+}
