@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/probe"
@@ -66,12 +67,15 @@ func (m SlotMove) Count() int {
 // TargetShard is the shard that serves slot in the even layout of n
 // shards.
 func TargetShard(slot, n int) int {
-	for i := range n {
-		if r := EvenSlots(i, n); slot >= r.Start && slot <= r.End {
-			return i
-		}
+	if n <= 0 || slot < 0 || slot >= cachev1alpha1.SlotCount {
+		return -1
 	}
-	return -1
+	// EvenSlots gives the first extra shards one slot more than base.
+	base, extra := cachev1alpha1.SlotCount/n, cachev1alpha1.SlotCount%n
+	if long := extra * (base + 1); slot >= long {
+		return extra + (slot-long)/base
+	}
+	return slot / (base + 1)
 }
 
 // PlanMoves is what moves for the slots to reach the even layout of n
@@ -151,13 +155,26 @@ func (v shardedView) nodePods() map[string]PodState {
 
 // claims are, for each slot, the pods whose nodes serve it: each master
 // that answers by its own word, one that does not by the introducer's.
+// planSharded computes them once per pass (shardedView.claimed). A slot
+// one pod serves shares that pod's one-element slice; only a slot two
+// pods claim gets a slice of its own.
 func (v shardedView) claims() [][]string {
 	out := make([][]string, cachev1alpha1.SlotCount)
+	alone := map[string][]string{}
 	add := func(pod string, rs []probe.SlotRange) {
+		one, ok := alone[pod]
+		if !ok {
+			one = []string{pod}
+			alone[pod] = one
+		}
 		for _, r := range rs {
 			for s := max(r.Start, 0); s <= min(r.End, cachev1alpha1.SlotCount-1); s++ {
-				if !slices.Contains(out[s], pod) {
-					out[s] = append(out[s], pod)
+				switch {
+				case len(out[s]) == 0:
+					out[s] = one
+				case !slices.Contains(out[s], pod):
+					// Clip: never append into a shared slice.
+					out[s] = append(slices.Clip(out[s]), pod)
 				}
 			}
 		}
@@ -265,19 +282,22 @@ func planReshard(v shardedView) Action {
 	s := v.s
 	n, pps := s.Sharded.Shards, s.Sharded.PodsPerShard
 	approved := *s.Approved
-	claims := v.claims()
+	claims := v.claimed
 	for slot, c := range claims {
 		if len(c) > 1 && !v.migratingBetween(slot, c) {
 			return Action{Type: ActionWait, Alert: cachev1alpha1.ReasonSlotsNotServed,
 				Reason: fmt.Sprintf("slot %d is served by %v at once and no node shows it migrating; the nodes' config epochs decide (CLUSTER NODES on each), a person may have to fix it with CLUSTER SETSLOT", slot, c)}
 		}
 	}
+	shardOf := map[string]int{}
+	for _, p := range v.pods {
+		shardOf[p.Name] = v.shardOf(p)
+	}
 	owner := make([]int, cachev1alpha1.SlotCount)
 	for slot, c := range claims {
 		owner[slot] = -1
 		if len(c) > 0 {
-			p, _ := s.Pod(c[0])
-			owner[slot] = v.shardOf(p)
+			owner[slot] = shardOf[c[0]]
 		}
 	}
 	moves := PlanMoves(owner, n)
@@ -383,7 +403,7 @@ func planMoving(v shardedView) Action {
 	if v.s.Approved == nil {
 		return Action{Type: ActionNone}
 	}
-	if flying, _ := v.moving(v.claims()); len(flying) == 0 {
+	if flying, _ := v.moving(v.claimed); len(flying) == 0 {
 		return Action{Type: ActionNone}
 	}
 	return planReshard(v)
@@ -586,20 +606,9 @@ func simulateReshard(base, head *cachev1alpha1.CacheCluster) Action {
 	}
 	desc := fmt.Sprintf("spec.shards %d → %d: %d of %d slots move (about %d%% of the keys)", from, to, countSlots(moves), cachev1alpha1.SlotCount, (100*countSlots(moves)+cachev1alpha1.SlotCount/2)/cachev1alpha1.SlotCount)
 	for _, m := range moves {
-		desc += fmt.Sprintf("; shard %d → %d: %s", m.From, m.To, joinRanges(m.Slots))
+		desc += fmt.Sprintf("; shard %d → %d: %s", m.From, m.To, strings.Join(SlotStrings(m.Slots), ","))
 	}
 	desc += "; " + pods
 	return Action{Type: ActionStartOperation, Reason: desc,
 		Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationScaling, Reason: desc, Resharding: MovesStatus(from, to, moves)}}
-}
-
-func joinRanges(rs []probe.SlotRange) string {
-	out := ""
-	for i, r := range rs {
-		if i > 0 {
-			out += ","
-		}
-		out += r.String()
-	}
-	return out
 }

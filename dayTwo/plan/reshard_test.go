@@ -294,3 +294,24 @@ func TestReshardIsNotAHeldChange(t *testing.T) {
 	g.Expect(heldChange(cachev1alpha1.RolloutValues{Replicas: 6, Version: "7.0.15"}, cachev1alpha1.RolloutValues{Replicas: 8, Version: "7.0.15"})).To(BeFalse())
 	g.Expect(heldChange(cachev1alpha1.RolloutValues{Replicas: 6, Version: "7.0.15"}, cachev1alpha1.RolloutValues{Replicas: 8, Version: "7.2.0"})).To(BeTrue())
 }
+
+// TargetShard computes in one step what EvenSlots lays out: for every
+// allowed shard count, each slot's shard is the one whose even range
+// holds it.
+func TestTargetShardIsTheEvenLayout(t *testing.T) {
+	for n := 3; n <= 64; n++ {
+		for i := range n {
+			r := EvenSlots(i, n)
+			for s := r.Start; s <= r.End; s++ {
+				if got := TargetShard(s, n); got != i {
+					t.Fatalf("TargetShard(%d, %d) = %d, EvenSlots puts it in shard %d (%s)", s, n, got, i, r)
+				}
+			}
+		}
+	}
+	for _, s := range []int{-1, 16384} {
+		if got := TargetShard(s, 3); got != -1 {
+			t.Errorf("TargetShard(%d, 3) = %d, want -1", s, got)
+		}
+	}
+}

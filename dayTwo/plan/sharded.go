@@ -38,6 +38,9 @@ type shardedView struct {
 	s     Snapshot
 	pods  []PodState
 	views map[string]*probe.ClusterView
+	// claimed is claims(), computed once by planSharded for the rules
+	// that read it (planMoving, planReshard).
+	claimed [][]string
 }
 
 func newShardedView(s Snapshot) shardedView {
@@ -75,6 +78,7 @@ func (v shardedView) formed() bool {
 // replicas elect the one with the most data (docs/sharded.md).
 func planSharded(s Snapshot) Action {
 	v := newShardedView(s)
+	v.claimed = v.claims()
 	if !v.formed() {
 		// Bootstrap needs every node of the layout: slots given to a
 		// partial cluster would have to move later.

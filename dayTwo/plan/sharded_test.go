@@ -112,7 +112,7 @@ func (c *redisCluster) snapshot() Snapshot {
 }
 
 // apply plays a step out as Redis (and the status writer) would.
-func (c *redisCluster) apply(t *testing.T, s *Snapshot, a Action) {
+func (c *redisCluster) apply(t testing.TB, s *Snapshot, a Action) {
 	t.Helper()
 	switch a.Type {
 	case ActionClusterMeet:
@@ -142,7 +142,7 @@ func (c *redisCluster) apply(t *testing.T, s *Snapshot, a Action) {
 }
 
 // applyReshard plays a resharding step out as Redis would.
-func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
+func (c *redisCluster) applyReshard(t testing.TB, s *Snapshot, a Action) {
 	t.Helper()
 	switch a.Type {
 	case ActionStartOperation:
@@ -243,7 +243,7 @@ func (c *redisCluster) applyReshard(t *testing.T, s *Snapshot, a Action) {
 // run plans and plays steps until the planner has nothing to do, and
 // returns the steps; at every intermediate state it also plans afresh, as
 // an operator restarted there would, and must choose the same step.
-func (c *redisCluster) run(t *testing.T, s Snapshot) ([]Action, Snapshot) {
+func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	t.Helper()
 	var steps []Action
 	for range 3000 {
