@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,6 +13,7 @@ import (
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/plan"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // The data check after a restart (plan/datacheck.go decides when): a
@@ -99,9 +98,9 @@ func checkData(ctx context.Context, masterIP, replicaIP, password string, n int,
 			keys = append(keys, k)
 		}
 	}
-	offset, err := infoInt(cmds[n].(*redis.StringCmd).Val(), "master_repl_offset")
+	offset, err := masterOffset(cmds[n].(*redis.StringCmd).Val())
 	if err != nil {
-		return fail("the master's offset: %v", err)
+		return fail("%v", err)
 	}
 	dc.Sampled, dc.Offset = len(keys), offset
 	if len(keys) == 0 {
@@ -134,8 +133,8 @@ func checkData(ctx context.Context, masterIP, replicaIP, password string, n int,
 			dc.Dropped++
 		}
 	}
-	if offset, err = infoInt(info.Val(), "master_repl_offset"); err != nil {
-		return fail("the master's offset: %v", err)
+	if offset, err = masterOffset(info.Val()); err != nil {
+		return fail("%v", err)
 	}
 	if len(held) == 0 {
 		return dc
@@ -156,10 +155,7 @@ func lacking(ctx context.Context, rep *redis.Client, keys []string, offset int64
 		if err != nil {
 			return nil, fmt.Errorf("the replica's offset: %w", err)
 		}
-		at, err := infoInt(info, "slave_repl_offset")
-		if err != nil {
-			return nil, fmt.Errorf("the replica's offset: %w", err)
-		}
+		at := probe.ParseInfo(info).Offset
 		if at >= offset {
 			break
 		}
@@ -190,12 +186,12 @@ func lacking(ctx context.Context, rep *redis.Client, keys []string, offset int64
 	return missing, nil
 }
 
-// infoInt reads an integer field of an INFO reply.
-func infoInt(info, field string) (int64, error) {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
+// masterOffset is the replication offset in a master's INFO; a pod that
+// is no master any more (it failed over meanwhile) has none to compare.
+func masterOffset(info string) (int64, error) {
+	o := probe.ParseInfo(info)
+	if o.Role != "master" {
+		return 0, fmt.Errorf("the master is %q now, not master", o.Role)
 	}
-	return 0, fmt.Errorf("INFO has no %s", field)
+	return o.Offset, nil
 }

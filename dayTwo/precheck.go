@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -191,10 +190,16 @@ func (r *Reconciler) observePrecheck(ctx context.Context, s *scope, p *corev1.Po
 		st.Seed.LoadErr = "the pre-check pod has no address yet"
 		return st
 	}
-	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(p.Status.PodIP, "6379"), Password: s.password, DB: st.Seed.DB,
-		MaxRetries: -1, PoolSize: 1, DisableIdentity: true, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	c := redisClient(p.Status.PodIP, s.password)
 	defer c.Close()
-	n, err := c.DBSize(ctx).Result()
+	// One connection: SELECT holds for the DBSIZE after it.
+	var size *redis.IntCmd
+	_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Select(ctx, st.Seed.DB)
+		size = pipe.DBSize(ctx)
+		return nil
+	})
+	n := size.Val()
 	if err != nil {
 		st.Seed.LoadErr = fmt.Sprintf("DBSIZE on %s: %v", p.Name, err)
 		return st

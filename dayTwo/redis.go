@@ -26,6 +26,12 @@ func replicaOf(ctx context.Context, ip, password, host, port string) error {
 // no retries (a step is retried by the next reconcile, on what the pods
 // report then), short timeouts.
 func redisClient(ip, password string) *redis.Client {
+	return redisClientReading(ip, password, 2*time.Second)
+}
+
+// redisClientReading is redisClient for a command that answers only after
+// work of its own (MIGRATE): read waits for the answer.
+func redisClientReading(ip, password string, read time.Duration) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+		DialTimeout: 2 * time.Second, ReadTimeout: read, WriteTimeout: 2 * time.Second})
 }

@@ -3,7 +3,6 @@ package daytwo
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -84,28 +83,24 @@ func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action
 	return nil
 }
 
-// migrateKeys moves the keys of a.Slots from a.Pod's node to a.Master's,
-// MigrateBatchKeys per MIGRATE, for at most migrateBudget.
-func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) error {
-	_, err := r.moveKeys(ctx, s, a.Pod, a.Master, a.Slots)
-	return err
-}
-
-// moveKeys moves the keys of slots from one pod's node to another's
+// migrateKeys moves the keys of a.Slots from a.Pod's node to a.Master's
 // (GETKEYSINSLOT, MIGRATE … KEYS), MigrateBatchKeys per MIGRATE, for at
-// most migrateBudget; done says no key of the slots is left on from.
-func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, slots []probe.SlotRange) (done bool, err error) {
+// most migrateBudget; the planner sees from COUNTKEYSINSLOT what is left.
+func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) error {
+	from, to := a.Pod, a.Master
 	sip, _, err := nodeOf(s, from)
 	if err != nil {
-		return false, err
+		return err
 	}
 	tip, _, err := nodeOf(s, to)
 	if err != nil {
-		return false, err
+		return err
 	}
-	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(sip, "6379"), Password: s.password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: 2 * time.Second, ReadTimeout: (migrateTimeout + 2000) * time.Millisecond, WriteTimeout: 2 * time.Second})
+	// MIGRATE answers once the target stored the batch, within its own
+	// timeout.
+	c := redisClientReading(sip, s.password, (migrateTimeout+2000)*time.Millisecond)
 	defer c.Close()
+	replicas := s.snap.Sharded.PodsPerShard - 1
 	start, moved := time.Now(), 0
 	defer func() {
 		took := time.Since(start)
@@ -113,15 +108,15 @@ func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, sl
 			ctrl.LoggerFrom(ctx).Info("Keys migrated", "from", from, "to", to, "keys", moved, "duration", took.Round(time.Millisecond).String())
 		})
 	}()
-	for _, sr := range slots {
+	for _, sr := range a.Slots {
 		for slot := sr.Start; slot <= sr.End; slot++ {
 			for {
 				if time.Since(start) > migrateBudget {
-					return false, nil
+					return nil
 				}
 				keys, err := c.ClusterGetKeysInSlot(ctx, slot, plan.MigrateBatchKeys).Result()
 				if err != nil {
-					return false, fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
+					return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
 				}
 				if len(keys) == 0 {
 					break
@@ -135,18 +130,21 @@ func (r *Reconciler) moveKeys(ctx context.Context, s *scope, from, to string, sl
 					args = append(args, k)
 				}
 				if err := c.Do(ctx, args...).Err(); err != nil && err != redis.Nil {
-					return false, fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
+					return fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
 				}
 				moved += len(keys)
 				// The source's replicas drop the moved keys before the
 				// next batch: a replica promoted after a crash of the
 				// source holds as few keys the target also holds as
-				// can be.
-				_ = c.Do(ctx, "WAIT", 1, 500).Err()
+				// can be. A shard without replicas has none to wait
+				// for (WAIT would sit out its whole timeout).
+				if replicas > 0 {
+					_ = c.Do(ctx, "WAIT", 1, 500).Err()
+				}
 			}
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // slotsReimport tells a.Master's node, which imports a.Slots, that
@@ -207,8 +205,11 @@ func isReplicaNow(err error) bool {
 // clusterForget has a.Pod's node forget a.NodeIDs; a node it does not
 // know any more is forgotten already.
 func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action) error {
-	p, _ := s.snap.Pod(a.Pod)
-	c := redisClient(p.IP, s.password)
+	ip, _, err := nodeOf(s, a.Pod)
+	if err != nil {
+		return err
+	}
+	c := redisClient(ip, s.password)
 	defer c.Close()
 	for _, id := range a.NodeIDs {
 		if err := c.ClusterForget(ctx, id).Err(); err != nil && !isUnknownNode(err) {
@@ -221,8 +222,11 @@ func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action)
 // clusterReset has a removed pod's node forget the cluster: CLUSTER RESET
 // HARD (Redis refuses it on a master that holds keys).
 func (r *Reconciler) clusterReset(ctx context.Context, s *scope, a plan.Action) error {
-	p, _ := s.snap.Pod(a.Pod)
-	c := redisClient(p.IP, s.password)
+	ip, _, err := nodeOf(s, a.Pod)
+	if err != nil {
+		return err
+	}
+	c := redisClient(ip, s.password)
 	defer c.Close()
 	return c.ClusterResetHard(ctx).Err()
 }

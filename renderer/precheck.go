@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -136,30 +137,15 @@ const (
 // server does (the same user, the data volume, the password from the same
 // Secret) with the operator's image, whose manager has the subcommand.
 func addSeed(spec *corev1.PodSpec, seedFrom string) error {
-	var server *corev1.Container
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == "redis" {
-			server = &spec.Containers[i]
-		}
-	}
+	server := find(spec.Containers, func(c corev1.Container) bool { return c.Name == "redis" })
 	if server == nil {
 		return fmt.Errorf("the pod template has no redis container")
 	}
-	var password *corev1.EnvVar
-	for i, e := range server.Env {
-		if e.Name == "REDIS_PASSWORD" {
-			password = &server.Env[i]
-		}
-	}
+	password := find(server.Env, func(e corev1.EnvVar) bool { return e.Name == "REDIS_PASSWORD" })
 	if password == nil {
 		return fmt.Errorf("the redis container has no REDIS_PASSWORD")
 	}
-	var data *corev1.VolumeMount
-	for i, m := range server.VolumeMounts {
-		if m.MountPath == "/data" {
-			data = &server.VolumeMounts[i]
-		}
-	}
+	data := find(server.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/data" })
 	if data == nil {
 		return fmt.Errorf("the redis container mounts no /data")
 	}
@@ -199,4 +185,12 @@ func toApply(obj runtime.Object) (*unstructured.Unstructured, error) {
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "status")
 	return u, nil
+}
+
+// find is the first item that matches, in place, or nil.
+func find[T any](items []T, match func(T) bool) *T {
+	if i := slices.IndexFunc(items, match); i >= 0 {
+		return &items[i]
+	}
+	return nil
 }

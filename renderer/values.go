@@ -70,10 +70,11 @@ func networkPolicyValues(cc *cachev1alpha1.CacheCluster) (map[string]any, error)
 			// The CRD cannot check a selector's operators and values; a bad
 			// one stalls the cluster with this message instead of reaching
 			// the API server in a NetworkPolicy.
-			for what, sel := range map[string]*metav1.LabelSelector{"podSelector": ac[i].PodSelector, "namespaceSelector": ac[i].NamespaceSelector} {
-				if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-					return nil, fmt.Errorf("spec.network.allowedClients[%d].%s: %w", i, what, err)
-				}
+			if _, err := metav1.LabelSelectorAsSelector(ac[i].PodSelector); err != nil {
+				return nil, fmt.Errorf("spec.network.allowedClients[%d].podSelector: %w", i, err)
+			}
+			if _, err := metav1.LabelSelectorAsSelector(ac[i].NamespaceSelector); err != nil {
+				return nil, fmt.Errorf("spec.network.allowedClients[%d].namespaceSelector: %w", i, err)
 			}
 			peer, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ac[i])
 			if err != nil {

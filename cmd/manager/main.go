@@ -37,14 +37,11 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "restore" {
-		os.Exit(restore(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "precheck-seed" {
-		os.Exit(precheckSeed(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "backup-store" {
-		os.Exit(backupStore(os.Args[2:]))
+	subcommands := map[string]func([]string) int{"restore": restore, "precheck-seed": precheckSeed, "backup-store": backupStore}
+	if len(os.Args) > 1 {
+		if run, ok := subcommands[os.Args[1]]; ok {
+			os.Exit(run(os.Args[2:]))
+		}
 	}
 	var (
 		metricsAddr     string

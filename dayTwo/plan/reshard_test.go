@@ -272,16 +272,7 @@ func TestReshardResumes(t *testing.T) {
 				c.apply(t, &fresh, got)
 				s = fresh
 			}
-			g.Expect(got.Type).To(Equal(tt.want.Type), "%s", got)
-			if tt.want.Pod != "" {
-				g.Expect(got.Pod).To(Equal(tt.want.Pod), "%s", got)
-			}
-			if tt.want.Master != "" {
-				g.Expect(got.Master).To(Equal(tt.want.Master), "%s", got)
-			}
-			if tt.want.Slots != nil {
-				g.Expect(got.Slots).To(Equal(tt.want.Slots))
-			}
+			expectAction(g, got, tt.want)
 			g.Expect(got.Alert != "").To(Equal(tt.alert), "%s", got)
 		})
 	}

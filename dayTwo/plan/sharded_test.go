@@ -407,16 +407,7 @@ func TestShardedPlan(t *testing.T) {
 			c := tt.given()
 			s := c.snapshot()
 			got := Next(s)
-			g.Expect(got.Type).To(Equal(tt.want.Type), "%s", got)
-			if tt.want.Pod != "" {
-				g.Expect(got.Pod).To(Equal(tt.want.Pod), "%s", got)
-			}
-			if tt.want.Master != "" {
-				g.Expect(got.Master).To(Equal(tt.want.Master), "%s", got)
-			}
-			if tt.want.Slots != nil {
-				g.Expect(got.Slots).To(Equal(tt.want.Slots))
-			}
+			expectAction(g, got, tt.want)
 			if tt.wantHealth == "" {
 				return
 			}
@@ -496,4 +487,19 @@ func withoutSlot(rs []probe.SlotRange, slot int) []probe.SlotRange {
 	s.add(rs...)
 	s[slot/64] &^= 1 << (slot % 64)
 	return slotRanges(&s)
+}
+
+// expectAction: got is want's type, and its pod, master and slots where
+// want names them.
+func expectAction(g Gomega, got, want Action) {
+	g.Expect(got.Type).To(Equal(want.Type), "%s", got)
+	if want.Pod != "" {
+		g.Expect(got.Pod).To(Equal(want.Pod), "%s", got)
+	}
+	if want.Master != "" {
+		g.Expect(got.Master).To(Equal(want.Master), "%s", got)
+	}
+	if want.Slots != nil {
+		g.Expect(got.Slots).To(Equal(want.Slots), "%s", got)
+	}
 }

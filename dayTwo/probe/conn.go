@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,97 +49,84 @@ func newConn(ip, password string) *conn {
 // passed; nothing was sent.
 var errBackoff = errors.New("not reconnected yet after failed attempts")
 
-// do sends one encoded command and returns its answer. Dialing (and
-// AUTH), sending and reading all share one deadline, timeout from now, as
-// a new connection per probe had: a frozen process times out alike on a
-// connection that was open before it froze and on a new one.
+// do sends one encoded command and returns its answer, as exchange does.
 func (c *conn) do(ctx context.Context, cmd []byte, timeout, period time.Duration) (string, error) {
+	var out [1]string
+	cmds := [1][]byte{cmd}
+	err := c.exchange(ctx, cmds[:], out[:], timeout, period)
+	return out[0], err
+}
+
+// pipeline sends encoded commands in one write and returns their answers
+// in order, as exchange does.
+func (c *conn) pipeline(ctx context.Context, cmds [][]byte, timeout, period time.Duration) ([]string, error) {
+	out := make([]string, len(cmds))
+	if err := c.exchange(ctx, cmds, out, timeout, period); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// exchange sends encoded commands in one write and reads their answers
+// into out, in order. Dialing (and AUTH), sending and reading all share
+// one deadline, timeout from now, as a new connection per probe had: a
+// frozen process times out alike on a connection that was open before it
+// froze and on a new one.
+func (c *conn) exchange(ctx context.Context, cmds [][]byte, out []string, timeout, period time.Duration) error {
 	now := time.Now()
 	deadline := now.Add(timeout)
 	reused := c.nc != nil
 	if !reused && now.Before(c.retryAt) {
-		return "", fmt.Errorf("%w (%d)", errBackoff, c.failures)
+		return fmt.Errorf("%w (%d)", errBackoff, c.failures)
 	}
-	reply, err := c.send(ctx, cmd, deadline)
+	err := c.send(ctx, cmds, out, deadline)
 	var ne net.Error
 	if err != nil && reused && !(errors.As(err, &ne) && ne.Timeout()) && time.Now().Before(deadline) {
 		// The connection broke while idle (the server restarted or
 		// closed it): a new dial sees what a probe on a new connection
 		// would have seen.
 		c.close()
-		reply, err = c.send(ctx, cmd, deadline)
+		err = c.send(ctx, cmds, out, deadline)
 	}
 	if err != nil {
 		c.failed(now, period)
-		return "", err
+		return err
 	}
 	c.failures = 0
-	return reply, nil
+	return nil
 }
 
-// pipeline sends encoded commands in one write and reads their answers in
-// order, all within one deadline (timeout from now), as do does for one.
-func (c *conn) pipeline(ctx context.Context, cmds [][]byte, timeout, period time.Duration) ([]string, error) {
-	now := time.Now()
-	deadline := now.Add(timeout)
+// send dials when there is no connection, then writes the commands and
+// reads their answers, all before the deadline. An error reply does not
+// stop the reading (the first one is returned); a broken connection does.
+func (c *conn) send(ctx context.Context, cmds [][]byte, out []string, deadline time.Time) error {
 	if c.nc == nil {
-		if now.Before(c.retryAt) {
-			return nil, fmt.Errorf("%w (%d)", errBackoff, c.failures)
-		}
 		if err := c.dial(ctx, deadline); err != nil {
-			c.failed(now, period)
-			return nil, err
+			return err
 		}
 	}
-	out, err := c.sendAll(cmds, deadline)
-	if err != nil {
-		c.failed(now, period)
-		return nil, err
-	}
-	c.failures = 0
-	return out, nil
-}
-
-func (c *conn) sendAll(cmds [][]byte, deadline time.Time) ([]string, error) {
 	if err := c.nc.SetDeadline(deadline); err != nil {
-		return nil, err
+		return err
 	}
-	var buf []byte
-	for _, cmd := range cmds {
-		buf = append(buf, cmd...)
+	buf := cmds[0]
+	if len(cmds) > 1 {
+		buf = slices.Concat(cmds...)
 	}
 	if _, err := c.nc.Write(buf); err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]string, len(cmds))
-	var firstErr error
+	var first error
 	for i := range cmds {
 		r, err := readReply(c.r)
-		var ne net.Error
-		if err != nil && (errors.As(err, &ne) || !strings.HasPrefix(err.Error(), "redis: ")) {
-			// The connection broke: the rest cannot be read.
-			return nil, err
+		if err != nil && !isErrorReply(err) {
+			return err
 		}
-		if err != nil && firstErr == nil {
-			firstErr = err
+		if err != nil && first == nil {
+			first = err
 		}
 		out[i] = r
 	}
-	return out, firstErr
-}
-
-// send dials when there is no connection, then sends the command, all
-// before the deadline.
-func (c *conn) send(ctx context.Context, cmd []byte, deadline time.Time) (string, error) {
-	if c.nc == nil {
-		if err := c.dial(ctx, deadline); err != nil {
-			return "", err
-		}
-	}
-	if err := c.nc.SetDeadline(deadline); err != nil {
-		return "", err
-	}
-	return c.roundTrip(cmd)
+	return first
 }
 
 func (c *conn) dial(ctx context.Context, deadline time.Time) error {
@@ -193,6 +181,16 @@ func (c *conn) roundTrip(cmd []byte) (string, error) {
 	return readReply(c.r)
 }
 
+// replyError is an error reply of the server: the connection stays usable.
+type replyError string
+
+func (e replyError) Error() string { return "redis: " + string(e) }
+
+func isErrorReply(err error) bool {
+	var re replyError
+	return errors.As(err, &re)
+}
+
 // readReply reads one RESP2 reply that is a string: bulk, simple, or an
 // integer (as text); an error reply is returned as an error.
 func readReply(r *bufio.Reader) (string, error) {
@@ -208,7 +206,7 @@ func readReply(r *bufio.Reader) (string, error) {
 	case '+', ':':
 		return string(body), nil
 	case '-':
-		return "", fmt.Errorf("redis: %s", body)
+		return "", replyError(body)
 	case '$':
 		n, ok := parseLength(body)
 		if !ok || n > maxReply {

@@ -38,6 +38,14 @@ func probe(ctx context.Context, c *conn, t Target, timeout, period time.Duration
 	return o
 }
 
+// ParseInfo reads an INFO reply as a probe does: role, replication offset
+// (master_repl_offset on a master, slave_repl_offset on a replica), keys.
+func ParseInfo(info string) Observation {
+	var o Observation
+	parseInfo(info, &o)
+	return o
+}
+
 // parseInfo reads the fields of INFO the planner needs. The strings it
 // keeps are slices of info: parsing allocates nothing.
 func parseInfo(info string, o *Observation) {

@@ -341,15 +341,16 @@ func keepConns(conns map[string]*conn, targets []Target, password string) {
 	}
 }
 
-// probeAll probes every target at once, on its connection, within two
-// periods: a pod that does not answer in time is unreachable. An answer
-// that takes longer than one period (a busy machine: at 100 clusters
-// under load, answers within a period were missed often enough to fail
-// healthy masters over) still counts; a frozen pod is still found
+// probeDeadlinePeriods is a periodic probe's deadline, in periods. An
+// answer that takes longer than one period (a busy machine: at 100
+// clusters under load, answers within a period were missed often enough
+// to fail healthy masters over) still counts; a frozen pod is still found
 // unreachable within the probe timeout, which is four periods.
-// probeDeadlinePeriods is a periodic probe's deadline, in periods.
 const probeDeadlinePeriods = 2
 
+// probeAll probes every target at once, on its connection, within
+// probeDeadlinePeriods periods: a pod that does not answer in time is
+// unreachable.
 func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, period time.Duration, out []Observation) []Observation {
 	out = slices.Grow(out[:0], len(targets))[:len(targets)]
 	var wg sync.WaitGroup

@@ -601,15 +601,16 @@ func (r *podRuntime) startContainer(c *containerRuntime) error {
 // such a container reports no message here.
 func terminationMessageFile(c corev1.Container, mounts []initMount) string {
 	path := filepath.Clean(c.TerminationMessagePath)
-	best := ""
+	file, deepest := "", ""
 	for _, m := range mounts {
+		// The innermost mount that holds the path (a longer target).
 		t := filepath.Clean(m.Target)
-		if m.ReadOnly || (path != t && !strings.HasPrefix(path, t+"/")) || len(t) <= len(best) {
+		if m.ReadOnly || (path != t && !strings.HasPrefix(path, t+"/")) || len(t) <= len(deepest) {
 			continue
 		}
-		best = filepath.Join(m.Source, strings.TrimPrefix(path, t))
+		file, deepest = filepath.Join(m.Source, strings.TrimPrefix(path, t)), t
 	}
-	return best
+	return file
 }
 
 // readTerminationMessage reads at most 4096 bytes of a termination message

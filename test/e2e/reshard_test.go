@@ -123,6 +123,30 @@ func k8sPods(cc *cachev1alpha1.CacheCluster) ([]string, error) {
 	return out, nil
 }
 
+// writeDuringReshard starts the WAIT-confirmed writer (stopped at the
+// test's end at the latest) and waits until it confirms writes.
+func writeDuringReshard(t *testing.T, g Gomega, cc *cachev1alpha1.CacheCluster) *shardWriter {
+	w := startShardWriter(g, cc)
+	t.Cleanup(w.Stop)
+	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 200))
+	return w
+}
+
+// checkNothingLost stops the writer and reads back every acknowledged
+// write and a sample of the preloaded keys.
+func checkNothingLost(t *testing.T, g Gomega, cc *cachev1alpha1.CacheCluster, w *shardWriter) {
+	w.Stop()
+	checked, lost := w.Verify(g, cc)
+	g.Expect(lost).To(BeEmpty(), "%d of %d acknowledged writes lost", len(lost), checked)
+	t.Logf("%d acknowledged writes checked, 0 lost", checked)
+	rc := clusterClient(g, cc)
+	defer rc.Close()
+	ctx := context.Background()
+	for i := 0; i < reshardKeys; i += 97 {
+		g.Expect(rc.Get(ctx, fmt.Sprintf("pre:%07d", i)).Val()).To(Equal(fmt.Sprintf("v%d", i)))
+	}
+}
+
 // movedKeys counts the keys of the slots whose shard differs between two
 // layouts of from and to shards.
 func movedKeys(keys []int64, from, to int) int64 {
@@ -149,15 +173,7 @@ func TestShardedReshardUpAndDownUnderWrites(t *testing.T) {
 	waitShardsServing(g, cc)
 	preloadSharded(g, cc, reshardKeys)
 	before := checkResharded(g, cc)
-	w := startShardWriter(g, cc)
-	defer func() {
-		select {
-		case <-w.stop:
-		default:
-			w.Stop()
-		}
-	}()
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 200))
+	w := writeDuringReshard(t, g, cc)
 
 	start := time.Now()
 	setShards(g, cc, 4)
@@ -178,15 +194,7 @@ func TestShardedReshardUpAndDownUnderWrites(t *testing.T) {
 	movedDown := movedKeys(up, 4, 3)
 	t.Logf("4 → 3 shards: %s, %d keys in moved slots, %.0f keys/s over the whole operation", tookDown.Round(time.Millisecond), movedDown, float64(movedDown)/tookDown.Seconds())
 
-	w.Stop()
-	checked, lost := w.Verify(g, cc)
-	g.Expect(lost).To(BeEmpty(), "%d of %d acknowledged writes lost", len(lost), checked)
-	t.Logf("%d acknowledged writes checked, 0 lost", checked)
-	rc := clusterClient(g, cc)
-	defer rc.Close()
-	for i := 0; i < reshardKeys; i += 97 {
-		g.Expect(rc.Get(ctx, fmt.Sprintf("pre:%07d", i)).Val()).To(Equal(fmt.Sprintf("v%d", i)))
-	}
+	checkNothingLost(t, g, cc, w)
 	ev := eventsByReason(g, ns)
 	g.Expect(ev[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
 	g.Expect(ev[cachev1alpha1.EventShardAdded]).NotTo(BeEmpty())
@@ -214,15 +222,7 @@ func TestShardedOperatorKilledMidMigration(t *testing.T) {
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	waitShardsServing(g, cc)
 	preloadSharded(g, cc, reshardKeys)
-	w := startShardWriter(g, cc)
-	defer func() {
-		select {
-		case <-w.stop:
-		default:
-			w.Stop()
-		}
-	}()
-	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 200))
+	w := writeDuringReshard(t, g, cc)
 
 	setShards(g, cc, 4)
 	code, err := managerExit(limits.ClusterReady)
@@ -247,13 +247,5 @@ func TestShardedOperatorKilledMidMigration(t *testing.T) {
 
 	g.Expect(startManager(managerBin, stateDir)).To(Succeed())
 	checkResharded(g, cc)
-	w.Stop()
-	checked, lost := w.Verify(g, cc)
-	g.Expect(lost).To(BeEmpty(), "%d of %d acknowledged writes lost", len(lost), checked)
-	t.Logf("%d acknowledged writes checked, 0 lost", checked)
-	rc := clusterClient(g, cc)
-	defer rc.Close()
-	for i := 0; i < reshardKeys; i += 97 {
-		g.Expect(rc.Get(ctx, fmt.Sprintf("pre:%07d", i)).Val()).To(Equal(fmt.Sprintf("v%d", i)))
-	}
+	checkNothingLost(t, g, cc, w)
 }

@@ -181,10 +181,11 @@ func TestShardedOperatorKilledMidBootstrap(t *testing.T) {
 type shardWriter struct {
 	cc *redis.ClusterClient
 
-	mu    sync.Mutex
-	acked map[string]string
-	stop  chan struct{}
-	done  chan struct{}
+	mu       sync.Mutex
+	acked    map[string]string
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 func startShardWriter(g Gomega, cc *cachev1alpha1.CacheCluster) *shardWriter {
@@ -236,10 +237,13 @@ func (w *shardWriter) write(ctx context.Context, key, val string) bool {
 	return err == nil && n >= 1
 }
 
+// Stop ends the writer; a second Stop does nothing.
 func (w *shardWriter) Stop() {
-	close(w.stop)
-	<-w.done
-	_ = w.cc.Close()
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		<-w.done
+		_ = w.cc.Close()
+	})
 }
 
 func (w *shardWriter) ackedCount() int {
