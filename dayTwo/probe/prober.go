@@ -92,6 +92,9 @@ type Target struct {
 	// Cluster: the pod runs in cluster mode (a sharded cluster); the probe
 	// also reads CLUSTER INFO and CLUSTER NODES.
 	Cluster bool
+	// Shard is the index of the pod's shard (a sharded cluster), for the
+	// per-shard series.
+	Shard int
 }
 
 // Prober polls every pod of every CacheCluster it is told about, one
@@ -269,6 +272,8 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 	}()
 	var results []Observation
+	// shards: the shards whose series the last round set.
+	var shards map[int]bool
 	for {
 		cp.mu.Lock()
 		targets := append([]Target(nil), cp.targets...)
@@ -301,6 +306,9 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 			if o.Reachable {
 				redisKeys.WithLabelValues(key.Namespace, key.Name, o.Pod).Set(float64(o.Keys))
 			}
+		}
+		if len(targets) > 0 && targets[0].Cluster {
+			shards = recordShardMetrics(key, ShardFiguresOf(targets, results), shards)
 		}
 		if wake {
 			select {
