@@ -43,7 +43,9 @@ import (
 // slots that changed owner, counted before the move, per move_s. total_s
 // is the whole change: for cacheops from the spec patch to the operation's
 // end (the new pods start, the removed ones go); for redis-cli the
-// add-node, rebalance and del-node commands (its processes run already).
+// add-node, rebalance and del-node commands and the waits between them
+// for every node to know the new ones and report cluster_state:ok (its
+// processes run already).
 // The two do not move the same slots: cacheops moves to the even layout
 // (8,193 slots each way), rebalance the fewest (about 4,096); both figures
 // are in the JSON (slots, keys).
