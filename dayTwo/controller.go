@@ -206,7 +206,8 @@ func (r *Reconciler) plan(_ context.Context, s *scope) error {
 }
 
 // report keeps the status's reports in step with what was observed: the
-// capacity recommendations and the Queued condition.
+// capacity recommendations, the Queued and ShardsReady conditions, and
+// the address the master serves at.
 func (r *Reconciler) report(_ context.Context, s *scope) error {
 	cc := s.cc
 	if m, ok := s.snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
@@ -214,6 +215,7 @@ func (r *Reconciler) report(_ context.Context, s *scope) error {
 	}
 	setQueued(s, plan.Queued(s.snap))
 	setShardsReady(s)
+	recordMasterAddress(s)
 	return nil
 }
 

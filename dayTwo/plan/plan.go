@@ -113,7 +113,7 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 		}
 	}
 	for _, p := range SortedPods(s) {
-		if why := lacksHistory(master, p); why != "" {
+		if why := lacksHistory(master, p, s.MasterAddress); why != "" {
 			if master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
 				// A master that serves writes is ahead of what an older
 				// look at it says: compare on a look at the master taken

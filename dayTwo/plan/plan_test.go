@@ -37,6 +37,8 @@ const (
 	ip0 = "10.244.0.10"
 	ip1 = "10.244.0.11"
 	ip2 = "10.244.0.12"
+	// ipNew is an address a recreated pod gets.
+	ipNew = "10.244.0.20"
 )
 
 // healthyCluster: c-0 master, c-1 and c-2 replicas, all labelled.
@@ -268,6 +270,37 @@ func TestPlan(t *testing.T) {
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
 			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+		},
+		{
+			// A master killed and recreated elsewhere (a node lost): its
+			// pod comes back with another IP, its replicas still follow
+			// the address the operator recorded when it served writes.
+			name: "a master that came back at another address with a new history is failed over to a replica of its old address",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 9),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a master that came back at another address waits for a person when automatic failover is off",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+		},
+		{
+			// Only an address the operator recorded links a replica to a
+			// master: a replica following some address no pod has (an
+			// older master's, say) is not taken for the master's replica.
+			name: "a replica of an address the operator did not record for the master does not stop its promotion",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", "10.244.0.99", "replica", 1000, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-0"},
 		},
 		{
 			name: "a master restarted as a replica of nobody that lacks nothing is promoted",

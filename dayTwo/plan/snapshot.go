@@ -54,6 +54,10 @@ type Snapshot struct {
 	AutoFailover bool
 	// CurrentMaster and Operation come from the CacheCluster status.
 	CurrentMaster string
+	// MasterAddress is the address the current master served writes at
+	// (status.currentMasterAddress): the one its replicas follow, also
+	// after its pod came back with another IP. Empty when not recorded.
+	MasterAddress string
 	Operation     *cachev1alpha1.OperationStatus
 	Pods          []PodState
 	// RecreateAfter is how long a pod may stay not-Ready before it is
