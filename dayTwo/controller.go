@@ -235,7 +235,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 			// The recorder folds repeats of the same Event into a count.
 			s.eventf(corev1.EventTypeWarning, a.Alert, "Wait", "%s", a.Reason)
 		}
-		s.stop(ctrl.Result{RequeueAfter: waitRecheck(s)})
+		s.stop(ctrl.Result{RequeueAfter: waitRecheck(s, r.now())})
 		return nil
 	}
 	if op := s.cc.Status.Operation; op != nil {

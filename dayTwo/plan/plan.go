@@ -46,7 +46,7 @@ func Next(s Snapshot) Action {
 		return a
 	}
 	if !Healthy(master) {
-		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer"}
+		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer", OnAnswer: true, Until: s.downAt(master)}
 	}
 	if a := planMasterLacksData(s, master); a.Type != ActionNone {
 		return a
@@ -60,11 +60,11 @@ func Next(s Snapshot) Action {
 // planMasterDown fails a dead master over to the best replica.
 func planMasterDown(s Snapshot) Action {
 	if !s.AutoFailover {
-		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off"}
+		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off", OnAnswer: true}
 	}
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	if cand == "" {
-		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why}
+		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 }
@@ -101,7 +101,7 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 		if s.AutoFailover {
 			return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: reason}
 		}
-		return Action{Type: ActionWait, Pod: master.Name, Alert: cachev1alpha1.EventMasterLacksData,
+		return Action{Type: ActionWait, Pod: master.Name, Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true,
 			Reason: off + fmt.Sprintf("; the replicas keep their data and %s is not promoted: set spec.highAvailability.autoFailover: true to fail over to %s", master.Name, bestOf(s, master.Name))}
 	}
 	if master.Obs.Keys == 0 {
@@ -181,7 +181,7 @@ func planBootstrap(s Snapshot) Action {
 		}
 	}
 	if len(ready) == 0 {
-		return Action{Type: ActionWait, Reason: "no pod answers yet"}
+		return Action{Type: ActionWait, Reason: "no pod answers yet", OnAnswer: true}
 	}
 	sort.Slice(ready, func(i, j int) bool {
 		a, b := ready[i], ready[j]

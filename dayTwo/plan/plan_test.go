@@ -74,7 +74,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:  "bootstrap waits until a pod answers",
 			given: Snapshot{Pods: []PodState{{Name: "c-0"}, {Name: "c-1"}}},
-			want:  Action{Type: ActionWait},
+			want:  Action{Type: ActionWait, OnAnswer: true},
 		},
 		{
 			name: "bootstrap picks the lowest ordinal among empty pods",
@@ -137,7 +137,7 @@ func TestPlan(t *testing.T) {
 				p[0] = down(p[0], 500*time.Millisecond)
 				return p
 			}()},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true, Until: now.Add(500*time.Millisecond + time.Millisecond)},
 		},
 		{
 			name: "a master down past the timeout fails over to the replica with the highest offset",
@@ -179,7 +179,7 @@ func TestPlan(t *testing.T) {
 				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
 		},
 		{
 			name: "no replica answers: wait",
@@ -187,7 +187,7 @@ func TestPlan(t *testing.T) {
 				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
 				down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
 		},
 		{
 			name: "two pods claim master in Redis: the other one is fenced",
@@ -247,7 +247,7 @@ func TestPlan(t *testing.T) {
 				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
 		},
 		{
 			// Every process starts as a replica of nobody: a master that
@@ -267,7 +267,7 @@ func TestPlan(t *testing.T) {
 				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
 		},
 		{
 			name: "a master restarted as a replica of nobody that lacks nothing is promoted",
