@@ -64,7 +64,8 @@ func newID() string {
 // probe period: what it waits for may be an offset catching up or a
 // deadline. Otherwise the controller is woken for what ends the wait (the
 // prober when a pod's answer changes, the watches, a person's change):
-// the routine recheck then, or the wait's Until if that is sooner. A
+// the routine recheck then, or the wait's Until or the planner's next
+// deadline (plan.RecheckAt) if that is sooner. A
 // cluster none of whose pods has an address yet has nothing to probe:
 // the pod watch wakes it when a pod gets one. Before, a waiting cluster
 // was planned every probe period: 1,000 clusters whose pods were not
@@ -79,8 +80,16 @@ func waitRecheck(s *scope, now time.Time) time.Duration {
 	if !noAddress && !s.action.OnAnswer {
 		return probePeriod(s.snap.ProbeTimeout)
 	}
-	if u := s.action.Until; !u.IsZero() {
-		return min(steadyRecheck, max(u.Sub(now), afterStep))
+	return recheckBy(steadyRecheck, now, s.action.Until, plan.RecheckAt(s.snap))
+}
+
+// recheckBy shortens a requeue to the soonest of the given times (zero
+// ones ignored), and never below afterStep.
+func recheckBy(d time.Duration, now time.Time, at ...time.Time) time.Duration {
+	for _, t := range at {
+		if !t.IsZero() {
+			d = min(d, max(t.Sub(now), afterStep))
+		}
 	}
-	return steadyRecheck
+	return d
 }

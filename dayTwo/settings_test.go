@@ -14,7 +14,7 @@ import (
 // while an operation runs or when the wait may end with an offset or the
 // clock; a wait the prober's wake-up ends (OnAnswer), or one with no pod
 // to probe, is rechecked only at the routine recheck, or at its deadline
-// (Until) when that is sooner.
+// (Until), or the planner's next deadline, when that is sooner.
 func TestWaitRecheck(t *testing.T) {
 	const period = 250 * time.Millisecond
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
@@ -35,6 +35,7 @@ func TestWaitRecheck(t *testing.T) {
 		{"a deadline already past", []string{"10.0.0.1"}, nil, plan.Action{Type: plan.ActionWait, OnAnswer: true, Until: now.Add(-time.Second)}, afterStep},
 		{"a deadline later than the routine recheck", []string{"10.0.0.1"}, nil, plan.Action{Type: plan.ActionWait, OnAnswer: true, Until: now.Add(time.Hour)}, steadyRecheck},
 		{"a failover polls", []string{"10.0.0.1"}, &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationFailover}, answer, period},
+		{"a replica to recreate", []string{"10.0.0.1", "10.0.0.2"}, nil, answer, 5*time.Second + time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
@@ -44,6 +45,12 @@ func TestWaitRecheck(t *testing.T) {
 			s.action = tc.action
 			for _, ip := range tc.ips {
 				s.snap.Pods = append(s.snap.Pods, plan.PodState{Name: "c-x", IP: ip})
+			}
+			s.snap.Now, s.snap.RecreateAfter = now, time.Minute
+			if len(tc.ips) == 2 {
+				// Not Ready for 55 s of the minute after which it is
+				// recreated.
+				s.snap.Pods[1].NotReadySince = now.Add(-55 * time.Second)
 			}
 			if got := waitRecheck(s, now); got != tc.want {
 				t.Errorf("waitRecheck = %s, want %s", got, tc.want)

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -82,6 +83,29 @@ func planRecreate(s Snapshot, master PodState) Action {
 		}
 	}
 	return Action{Type: ActionNone}
+}
+
+// RecheckAt is the soonest time after Now at which the plan may change
+// with the clock alone, nothing else changing; zero if none. The
+// controller is woken when pods and their answers change, not when time
+// passes: a pod that stays not Ready is recreated once RecreateAfter has
+// passed (planRecreate), and is looked at again then.
+func RecheckAt(s Snapshot) time.Time {
+	var at time.Time
+	if s.RecreateAfter <= 0 || (s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationUpgrade) {
+		return at
+	}
+	for _, p := range s.Pods {
+		if p.Name == s.CurrentMaster || p.Deleting || p.NotReadySince.IsZero() {
+			continue
+		}
+		// planRecreate asks for more than RecreateAfter.
+		t := p.NotReadySince.Add(s.RecreateAfter + time.Millisecond)
+		if t.After(s.Now) && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at
 }
 
 // planMasterLacksData fails over from a master that restarted without

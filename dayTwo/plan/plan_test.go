@@ -503,3 +503,36 @@ func TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure(t *testing.T) {
 	g.Expect(s.down("c-0")).To(BeTrue(), "failing for longer than the timeout")
 	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
 }
+
+// TestRecheckAt: the controller is not woken by time passing, so the
+// planner says when a rule that depends on the clock alone fires: a
+// replica not Ready for RecreateAfter is recreated then. The master, a
+// pod being deleted, a deadline already past and an upgrade (its own
+// deadline judges the pods) give none.
+func TestRecheckAt(t *testing.T) {
+	notReady := func(name string, since time.Duration) PodState {
+		p := pod(name, ip0, "slave", ip1, "replica", 10, 1)
+		p.NotReadySince = now.Add(-since)
+		return p
+	}
+	deleting := notReady("c-1", time.Second)
+	deleting.Deleting = true
+	for _, tc := range []struct {
+		name  string
+		given Snapshot
+		want  time.Time
+	}{
+		{"all Ready", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: healthyCluster()}, time.Time{}},
+		{"the sooner of two replicas", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{
+			notReady("c-0", 50*time.Second), notReady("c-1", 10*time.Second), notReady("c-2", 20*time.Second)}}, now.Add(40*time.Second + time.Millisecond)},
+		{"already due", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", 2*time.Minute)}}, time.Time{}},
+		{"being deleted", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{deleting}}, time.Time{}},
+		{"recreation off", Snapshot{Now: now, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
+		{"during an upgrade", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade},
+			Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(RecheckAt(tc.given)).To(Equal(tc.want))
+		})
+	}
+}
