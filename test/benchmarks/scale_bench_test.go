@@ -318,6 +318,16 @@ func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
 	b.ReportMetric(writes/minutes, "writes_per_min")
 	b.Logf("steady state over %s: %.1f%% of a core, %.1f MiB, %.0f reads and %.0f writes per minute",
 		elapsed.Round(time.Second), 100*(cpu1-cpu0)/elapsed.Seconds(), e.rss(), reads/minutes, writes/minutes)
+	// Reconciles per minute: a waiting cluster looked at every probe
+	// period shows here, before it shows in CPU.
+	for _, ctl := range []struct{ name, unit string }{{"cachecluster-dayone", "dayone"}, {"cachecluster-daytwo", "daytwo"}} {
+		sel := `controller="` + ctl.name + `"`
+		d := sumSeries(after, "controller_runtime_reconcile_total", sel) - sumSeries(before, "controller_runtime_reconcile_total", sel)
+		b.ReportMetric(d/minutes, ctl.unit+"_reconciles_per_min")
+	}
+	// The machine around the manager: the pods, their probes and the
+	// control plane share the two cores.
+	b.ReportMetric(loadAverage(), "load_avg_1m")
 	// What the writes were: one figure per verb and resource that had
 	// any, so a regression names its source.
 	for _, w := range writesByResource(before, after) {
