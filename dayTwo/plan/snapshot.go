@@ -182,6 +182,23 @@ func (s Snapshot) down(name string) bool {
 	return since.IsZero() || s.Now.Sub(since) > s.ProbeTimeout
 }
 
+// downAt is when a pod that does not answer will be down (see down); zero
+// for a pod that answers, or is not observed.
+func (s Snapshot) downAt(p PodState) time.Time {
+	if !p.Observed || p.Obs.Reachable {
+		return time.Time{}
+	}
+	since := p.Obs.LastSeen
+	if since.IsZero() {
+		since = p.Obs.FailingSince
+	}
+	if since.IsZero() {
+		return time.Time{}
+	}
+	// down asks for more than the timeout.
+	return since.Add(s.ProbeTimeout + time.Millisecond)
+}
+
 // StartedAsReplica: the pod runs as it started, a replica of the
 // placeholder address in its configuration (cachev1alpha1.StartupMasterHost),
 // not yet promoted or pointed at a master by the operator.
