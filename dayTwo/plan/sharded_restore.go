@@ -41,12 +41,16 @@ type ShardedRestore struct {
 // pod has not loaded its dump yet.
 func planShardedRestore(v shardedView) Action {
 	r := v.s.Sharded.Restore
-	if r == nil {
-		return Action{Type: ActionNone}
-	}
 	switch {
+	case r == nil:
+		return Action{Type: ActionNone}
 	case r.Refused != "":
 		return Action{Type: ActionWait, Reason: "restore refused: " + r.Refused}
+	case v.formed():
+		// Every slot was given once: the layout is what the nodes say,
+		// and the check (planShardedRestoreCheck) reads the manifest
+		// again, recording a failure if it stays unreadable.
+		return Action{Type: ActionNone}
 	case r.Err != "":
 		return Action{Type: ActionWait, Reason: "restore: reading the backup's manifest: " + r.Err}
 	case r.Layout == nil:
@@ -54,9 +58,6 @@ func planShardedRestore(v shardedView) Action {
 	}
 	if why := layoutFits(r.Layout, v.s.Sharded.Shards); why != "" {
 		return Action{Type: ActionRefuseRestore, Reason: fmt.Sprintf("%s: %s", r.Where, why)}
-	}
-	if v.formed() {
-		return Action{Type: ActionNone}
 	}
 	for i := range v.s.Sharded.Shards {
 		lead := v.podName(i * v.s.Sharded.PodsPerShard)

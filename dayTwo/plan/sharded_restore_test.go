@@ -160,3 +160,15 @@ func TestParseSlotStrings(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), bad)
 	}
 }
+
+// An operator restarted after the cluster was formed, with the bucket
+// unreachable: the check is planned anyway (it retries, then records the
+// failure) instead of holding the cluster.
+func TestShardedRestoreFormedWithoutManifestIsChecked(t *testing.T) {
+	g := NewWithT(t)
+	c, s := formedCluster(t, 3, 2)
+	s.RestorePending = true
+	s.Sharded.Restore = &ShardedRestore{Err: "reading s3://b/f/manifest.json: connection refused"}
+	a := Next(c.fresh(s))
+	g.Expect(a.Type).To(Equal(ActionVerifyRestore), "%s", a)
+}
