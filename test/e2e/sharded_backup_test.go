@@ -301,3 +301,90 @@ func TestShardedBackupRetriedAfterTheOperatorIsKilled(t *testing.T) {
 	g.Expect(started).To(Equal(2))
 	t.Logf("backup %s completed at attempt %d: %s", name, cb.Status.Attempts, cb.Status.Message)
 }
+
+// The stall detection runs on each shard's stream, and an attempt is all
+// shards or nothing: with shard 1's one replica busy with a long
+// background save and its other replica frozen, the attempt waits on the
+// busy one, is aborted after the stall timeout (the other shards' dumps
+// with it), and the retry takes every shard again, shard 1 from the other
+// replica once it is back.
+func TestShardedBackupStalledShardRetriesEveryShard(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-sharded-backup-stall")
+	target, _ := backupTarget(g, ns, "stall")
+	cc := loadExample(t, "sharded", ns)
+	cc.Spec.ReplicasPerShard = ptr.To[int32](2)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	cc.Spec.Backup.S3 = target
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	formed := waitShardsServing(g, cc)
+	g.Expect(formed.Status.Shards[1].Master).To(Equal("sharded-3"))
+	pw := password(g, ns, "sharded")
+	cl := clusterClient(g, cc)
+	_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j := range 3000 {
+			p.Set(ctx, fmt.Sprintf("preload:%d", j), j, 0)
+		}
+		return nil
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	cl.Close()
+	// The lower ordinal is chosen among equals: sharded-4 is made busy
+	// with a save of about 1,000 keys at 100 ms a key, sharded-5 frozen.
+	busy, other := "sharded-4", "sharded-5"
+	bc := redisAt(pod(g, ns, busy).Status.PodIP, pw)
+	defer bc.Close()
+	g.Eventually(func() int64 { return bc.DBSize(ctx).Val() }, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 800))
+	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "100000").Err()).To(Succeed())
+	g.Expect(bc.BgSave(ctx).Err()).To(Succeed())
+	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "0").Err()).To(Succeed())
+	g.Expect(env.Freeze(ns, other, "redis")).To(Succeed())
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = env.Thaw(ns, other, "redis")
+		}
+	}()
+	g.Eventually(func(g Gomega) {
+		for _, n := range getCC(g, cc).Status.Nodes {
+			if n.PodName == other {
+				g.Expect(n.Ready).To(BeFalse())
+			}
+		}
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+
+	name := backupNow(g, ns, "sharded")
+	g.Eventually(func(g Gomega) {
+		cb := getBackup(g, ns, name)
+		g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupRunning))
+		g.Expect(cb.Status.Shards).To(HaveLen(3))
+		g.Expect(cb.Status.Shards[1].SourcePod).To(Equal(busy))
+		g.Expect(cb.Status.Shards[1].SourceReason).To(ContainSubstring("the only in-sync replica, although it is busy with a background save"))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(env.Thaw(ns, other, "redis")).To(Succeed())
+	thawed = true
+
+	g.Eventually(func(g Gomega) {
+		cb := getBackup(g, ns, name)
+		g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted), cb.Status.Message)
+	}, 2*limits.PodRestart, limits.Poll).Should(Succeed())
+	cb := getBackup(g, ns, name)
+	g.Expect(cb.Status.Attempts).To(BeEquivalentTo(2), "the stalled attempt and the one that completed")
+	g.Expect(cb.Status.StalledSources).To(Equal([]string{busy}))
+	g.Expect(cb.Status.Shards[1].SourcePod).To(Equal(other))
+	g.Expect(cb.Status.Keys).To(BeEquivalentTo(3000))
+	var aborted []string
+	for _, e := range eventsByReason(g, ns)[cachev1alpha1.EventBackupAborted] {
+		aborted = append(aborted, e.Message)
+	}
+	g.Expect(aborted).To(ConsistOf(And(
+		ContainSubstring("Backup "+name+": attempt 1 aborted: no progress for "+backupStallTimeout.String()),
+		ContainSubstring(busy+" is busy with a background save"),
+	)))
+	// Every shard was taken again by the attempt that completed.
+	for _, sh := range cb.Status.Shards {
+		g.Expect(sh.StartTime.Time).To(BeTemporally(">=", cb.Status.StartTime.Time), "shard %d", sh.Index)
+	}
+	t.Logf("backup %s: %s; aborted: %v", name, cb.Status.Message, aborted)
+}
