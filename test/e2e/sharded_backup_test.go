@@ -389,7 +389,7 @@ func TestShardedBackupStalledShardRetriesEveryShard(t *testing.T) {
 			second = e.Message
 		}
 	}
-	g.Expect(second).To(And(ContainSubstring("shard 0 (slots 0-5461) from sharded-1"), ContainSubstring("shard 1 (slots 5462-10922) from "+other),
-		ContainSubstring("shard 2 (slots 10923-16383) from sharded-7")))
+	g.Expect(second).To(And(ContainSubstring("shard 0 (slots 0-5461) from sharded-"), ContainSubstring("shard 1 (slots 5462-10922) from "+other),
+		ContainSubstring("shard 2 (slots 10923-16383) from sharded-")))
 	t.Logf("backup %s: %s; aborted: %v", name, cb.Status.Message, aborted)
 }
