@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer"
@@ -40,7 +41,7 @@ func (r *Reconciler) readPassword(ctx context.Context, s *scope) error {
 		s.stop(ctrl.Result{RequeueAfter: 2 * time.Second})
 		return nil
 	}
-	s.password = pw
+	s.access = access.Config{Password: pw}
 	return nil
 }
 
@@ -55,7 +56,7 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP, Cluster: cc.IsSharded()})
 		}
 	}
-	r.Prober.Ensure(cc, targets, s.password, probePeriod(timeout))
+	r.Prober.Ensure(cc, targets, s.access, probePeriod(timeout))
 	if ro := cc.Status.Rollout; ro != nil {
 		// Ordinals scaled away are forgotten: a pod made there later
 		// starts on a new volume, which is no loss.

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 )
@@ -39,8 +40,8 @@ func nodeOf(s *scope, pod string) (ip, id string, err error) {
 
 // setSlots sends CLUSTER SETSLOT slot <how> [id] for every slot of slots
 // in one pipeline.
-func setSlots(ctx context.Context, ip, password string, slots []probe.SlotRange, how, id string) error {
-	c := redisClient(ip, password)
+func setSlots(ctx context.Context, ip string, acc access.Config, slots []probe.SlotRange, how, id string) error {
+	c := redisClient(ip, acc)
 	defer c.Close()
 	var cmds []*redis.Cmd
 	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -73,10 +74,10 @@ func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action
 	if err != nil {
 		return err
 	}
-	if err := setSlots(ctx, tip, s.password, a.Slots, "IMPORTING", sid); err != nil {
+	if err := setSlots(ctx, tip, s.access, a.Slots, "IMPORTING", sid); err != nil {
 		return err
 	}
-	if err := setSlots(ctx, sip, s.password, a.Slots, "MIGRATING", tid); err != nil {
+	if err := setSlots(ctx, sip, s.access, a.Slots, "MIGRATING", tid); err != nil {
 		return err
 	}
 	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSlotsMoving, "Resharding", "Moving slots %v from %s to %s", plan.SlotStrings(a.Slots), a.Pod, a.Master)
@@ -98,7 +99,7 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 	}
 	// MIGRATE answers once the target stored the batch, within its own
 	// timeout.
-	c := redisClientReading(sip, s.password, (migrateTimeout+2000)*time.Millisecond)
+	c := redisClientReading(sip, s.access, (migrateTimeout+2000)*time.Millisecond)
 	defer c.Close()
 	replicas := s.snap.Sharded.PodsPerShard - 1
 	start, moved := time.Now(), 0
@@ -122,8 +123,8 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 					break
 				}
 				args := []any{"MIGRATE", tip, "6379", "", 0, migrateTimeout}
-				if s.password != "" {
-					args = append(args, "AUTH", s.password)
+				for _, a := range s.access.MigrateAuth() {
+					args = append(args, a)
 				}
 				args = append(args, "KEYS")
 				for _, k := range keys {
@@ -159,7 +160,7 @@ func (r *Reconciler) slotsReimport(ctx context.Context, s *scope, a plan.Action)
 	if err != nil {
 		return err
 	}
-	if err := setSlots(ctx, tip, s.password, a.Slots, "NODE", sid); err != nil {
+	if err := setSlots(ctx, tip, s.access, a.Slots, "NODE", sid); err != nil {
 		return err
 	}
 	return r.slotsMigrating(ctx, s, a)
@@ -185,7 +186,7 @@ func (r *Reconciler) slotsAssign(ctx context.Context, s *scope, a plan.Action) e
 				return err
 			}
 		}
-		if err := setSlots(ctx, ip, s.password, a.Slots, "NODE", tid); err != nil {
+		if err := setSlots(ctx, ip, s.access, a.Slots, "NODE", tid); err != nil {
 			if i > 0 && isReplicaNow(err) {
 				// A source that gave away its last slot follows the
 				// new owner (Redis 7 does that): a replica keeps no
@@ -209,7 +210,7 @@ func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action)
 	if err != nil {
 		return err
 	}
-	c := redisClient(ip, s.password)
+	c := redisClient(ip, s.access)
 	defer c.Close()
 	for _, id := range a.NodeIDs {
 		if err := c.ClusterForget(ctx, id).Err(); err != nil && !isUnknownNode(err) {
@@ -226,7 +227,7 @@ func (r *Reconciler) clusterReset(ctx context.Context, s *scope, a plan.Action) 
 	if err != nil {
 		return err
 	}
-	c := redisClient(ip, s.password)
+	c := redisClient(ip, s.access)
 	defer c.Close()
 	return c.ClusterResetHard(ctx).Err()
 }

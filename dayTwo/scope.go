@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
@@ -25,13 +26,14 @@ type step struct {
 // scope carries one reconcile of one cluster from step to step: what it
 // observed, what the planner decided, and the status changes to write.
 type scope struct {
-	cc       *cachev1alpha1.CacheCluster
-	key      types.NamespacedName
-	pods     []corev1.Pod
-	password string
-	backups  []cachev1alpha1.CacheBackup
-	snap     plan.Snapshot
-	action   plan.Action
+	cc   *cachev1alpha1.CacheCluster
+	key  types.NamespacedName
+	pods []corev1.Pod
+	// access is how this reconcile reaches the pods' Redis.
+	access  access.Config
+	backups []cachev1alpha1.CacheBackup
+	snap    plan.Snapshot
+	action  plan.Action
 	// nextBackup is how long until the schedule's next due time; zero
 	// when none is.
 	nextBackup time.Duration

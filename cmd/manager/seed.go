@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 )
 
@@ -44,7 +45,7 @@ func precheckSeed(args []string) int {
 		}
 		return 1
 	}
-	res, err := backup.Seed(ctx, backup.Source{Addr: from, Password: os.Getenv("REDIS_PASSWORD"), Timeout: timeout}, dataDir)
+	res, err := backup.Seed(ctx, backup.Source{Addr: from, Access: access.FromEnv(), Timeout: timeout}, dataDir)
 	if err != nil {
 		return fail(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // benchValue bytes of incompressible values, as many keys as make
@@ -87,7 +89,7 @@ func BenchmarkBackup(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			runtime.GC()
 			stop := sampleHeap()
-			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, n int64) error {
+			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, n int64) error {
 				return st.Put(ctx, fmt.Sprintf("bench/%d.rdb", i), r, n)
 			})
 			peaks = append(peaks, stop())
@@ -118,7 +120,7 @@ func BenchmarkBackup(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			runtime.GC()
 			stop := sampleHeap()
-			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, n int64) error {
+			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, n int64) error {
 				return st.Put(ctx, "bench/volume.rdb", r, n)
 			})
 			peaks = append(peaks, stop())
@@ -164,7 +166,7 @@ func BenchmarkBackup(b *testing.B) {
 		b.StopTimer()
 		st := s3(b)
 		const key = "bench/restore.rdb"
-		res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, n int64) error {
+		res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, n int64) error {
 			return st.Put(ctx, key, r, n)
 		})
 		if err != nil {
