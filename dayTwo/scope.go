@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"crypto/x509"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,10 +31,13 @@ type scope struct {
 	key  types.NamespacedName
 	pods []corev1.Pod
 	// access is how this reconcile reaches the pods' Redis.
-	access  access.Config
-	backups []cachev1alpha1.CacheBackup
-	snap    plan.Snapshot
-	action  plan.Action
+	access access.Config
+	// certificate is the server certificate of Secret <name>-tls, with
+	// spec.tls.
+	certificate *x509.Certificate
+	backups     []cachev1alpha1.CacheBackup
+	snap        plan.Snapshot
+	action      plan.Action
 	// nextBackup is how long until the schedule's next due time; zero
 	// when none is.
 	nextBackup time.Duration

@@ -3,9 +3,13 @@ package access
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 
+	"github.com/cacheops/cacheops/renderer/certificates"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,14 +28,67 @@ type Config struct {
 	TLS *tls.Config
 }
 
-// PasswordEnv is the environment variable a pod's container reads the
-// cluster's password from (FromEnv).
-const PasswordEnv = "REDIS_PASSWORD"
+// The environment of a container the operator starts beside a cluster
+// (the pre-check's seed, renderer.RenderPrecheck), read by FromEnv: the
+// cluster's password and, with TLS, the CA bundle file and the name the
+// server certificate must carry.
+const (
+	PasswordEnv      = "REDIS_PASSWORD"
+	TLSCAFileEnv     = "REDIS_TLS_CA_FILE"
+	TLSServerNameEnv = "REDIS_TLS_SERVER_NAME"
+)
 
 // FromEnv is the Config of a container the operator starts beside a
-// cluster (the pre-check's seed): the password from $REDIS_PASSWORD.
-func FromEnv() Config {
-	return Config{Password: os.Getenv(PasswordEnv)}
+// cluster: the password from $REDIS_PASSWORD, and TLS checked against
+// the CAs in $REDIS_TLS_CA_FILE for the name $REDIS_TLS_SERVER_NAME when
+// that file is named.
+func FromEnv() (Config, error) {
+	c := Config{Password: os.Getenv(PasswordEnv)}
+	file := os.Getenv(TLSCAFileEnv)
+	if file == "" {
+		return c, nil
+	}
+	bundle, err := os.ReadFile(file)
+	if err != nil {
+		return c, fmt.Errorf("$%s: %w", TLSCAFileEnv, err)
+	}
+	c.TLS, err = ClientTLS(bundle, os.Getenv(TLSServerNameEnv))
+	if err != nil {
+		return c, fmt.Errorf("$%s %s: %w", TLSCAFileEnv, file, err)
+	}
+	return c, nil
+}
+
+// ClientTLS is the client side of TLS to a cluster's pods: the server's
+// certificate must chain to a CA of bundle (PEM) and carry serverName.
+// An empty bundle means the system's CAs (a public issuer).
+func ClientTLS(bundle []byte, serverName string) (*tls.Config, error) {
+	if serverName == "" {
+		return nil, errors.New("no server name to check the certificate against")
+	}
+	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if len(bundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(bundle) {
+			return nil, errors.New("no PEM certificate in the CA bundle")
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// PeerSerial is the serial number (hex) of the certificate the server
+// presented on conn, "" when conn is not TLS.
+func PeerSerial(conn net.Conn) string {
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return ""
+	}
+	return certificates.SerialHex(certs[0])
 }
 
 // Dial opens a connection to addr (host:port) with d: TCP, then the TLS

@@ -317,6 +317,24 @@ func (r *Reconciler) listChildren(ctx context.Context, cc *cachev1alpha1.CacheCl
 			out = append(out, item)
 		}
 	}
+	if cc.Spec.TLS.IssuerRef == nil {
+		return out, nil
+	}
+	// Only a cluster with an issuer has a cert-manager Certificate (the
+	// issuer cannot change); the kind is not in the scheme, nor cached.
+	certs := &unstructured.UnstructuredList{}
+	certs.SetGroupVersionKind(CertificateGVK.GroupVersion().WithKind(CertificateGVK.Kind + "List"))
+	if err := r.Client.List(ctx, certs, client.InNamespace(cc.Namespace), ownedLabels(cc)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return out, nil
+		}
+		return nil, fmt.Errorf("listing Certificates: %w", err)
+	}
+	for i := range certs.Items {
+		if metav1.IsControlledBy(&certs.Items[i], cc) {
+			out = append(out, &certs.Items[i])
+		}
+	}
 	return out, nil
 }
 
