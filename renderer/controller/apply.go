@@ -163,7 +163,21 @@ func liveMeta(live *unstructured.Unstructured) metav1.Object {
 func (r *Reconciler) getLive(ctx context.Context, reader client.Reader, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
 	typed, err := r.Client.Scheme().New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
+		if gvk != CertificateGVK {
+			return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
+		}
+		// cert-manager's Certificate (spec.tls.issuerRef) is not in the
+		// scheme nor cached: it is read from the API server, for the
+		// clusters with an issuer only.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := r.APIReader.Get(ctx, key, u); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		return u, nil
 	}
 	obj := typed.(client.Object)
 	if err := reader.Get(ctx, key, obj); err != nil {

@@ -26,17 +26,17 @@ var (
 	CertificateRequestGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "CertificateRequest"}
 )
 
-// issuanceGrace is how long cert-manager may take to issue a cluster's
+// IssuanceGrace is how long cert-manager may take to issue a cluster's
 // first certificate before the cluster is Stalled with what cert-manager
 // reports.
-const issuanceGrace = 2 * time.Minute
+var IssuanceGrace = 2 * time.Minute
 
 // readIssued follows the certificate cert-manager issues for a cluster
 // with spec.tls.issuerRef: status.tls and the clients' CA bundle from
 // Secret <name>-tls once it holds one. Without cert-manager the cluster is
 // Stalled; while the Secret is missing the reconcile goes on (the apply
 // step creates the Certificate), and once the Certificate has waited
-// longer than issuanceGrace the cluster is Stalled with cert-manager's own
+// longer than IssuanceGrace the cluster is Stalled with cert-manager's own
 // words.
 func (r *Reconciler) readIssued(ctx context.Context, s *scope) error {
 	cc := s.cc
@@ -80,7 +80,7 @@ func (r *Reconciler) readIssued(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	if age := s.now.Sub(created); why != "" && age > issuanceGrace {
+	if age := s.now.Sub(created); why != "" && age > IssuanceGrace {
 		return &stall{reason: cachev1alpha1.ReasonCertificateUnavailable, message: fmt.Sprintf(
 			"cert-manager has not issued the certificate of Certificate %s into Secret %s after %s: %s", cc.Name, renderer.TLSSecretName(cc), age.Round(time.Second), why)}
 	}
