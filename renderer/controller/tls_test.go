@@ -57,7 +57,7 @@ func TestTLSCertificatesFromTheOperatorsCA(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "secure-ca"}, cm)).To(Succeed())
 		g.Expect(cm.Data["ca.crt"]).To(Equal(string(srv.Data["ca.crt"])), "clients trust what the pods trust")
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Expect(leaf.DNSNames).To(ContainElements("secure", "secure." + ns + ".svc", "secure-read." + ns + ".svc.cluster.local", "*.secure-headless." + ns + ".svc"))
+	g.Expect(leaf.DNSNames).To(ContainElements("secure", "secure."+ns+".svc", "secure-read."+ns+".svc.cluster.local", "*.secure-headless."+ns+".svc"))
 	g.Expect(leaf.VerifyHostname("secure-1.secure-headless." + ns + ".svc")).To(Succeed())
 	g.Expect(leaf.NotAfter.Sub(time.Now())).To(BeNumerically("~", time.Minute, 5*time.Second))
 	first := certificates.SerialHex(leaf)

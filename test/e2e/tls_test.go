@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -243,4 +244,52 @@ func TestTLSRenewal(t *testing.T) {
 	reasons := eventsByReason(g, ns)
 	g.Expect(len(reasons[cachev1alpha1.EventCertificateIssued])).To(BeNumerically(">=", 1))
 	g.Expect(reasons).To(HaveKey(cachev1alpha1.EventCertificateLoaded))
+}
+
+// A sharded cluster with TLS: the bus and MIGRATE speak TLS (tls-cluster),
+// the operator forms it over TLS, a cluster-aware client that follows
+// MOVED to addresses (checking the Service's name) writes and reads every
+// slot, and a killed shard master is replaced by its replica's election
+// over the TLS bus with every written key still there.
+func TestShardedTLS(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-sharded-tls")
+	cc := loadExample(t, "sharded", ns)
+	cc.Spec.TLS.Enabled = true
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	got := waitShardsServing(g, cc)
+	cluster := clusterClient(g, cc)
+	defer cluster.Close()
+	const keys = 1000
+	for i := range keys {
+		key := fmt.Sprintf("k:%d", i)
+		g.Expect(cluster.Set(ctx, key, "v"+key, 0).Err()).To(Succeed())
+	}
+	pw := password(g, ns, "sharded")
+	cfg := clusterTLS(g, got)
+	master := got.Status.Shards[0].Master
+	mc := redisAtTLS(pod(g, ns, master).Status.PodIP, pw, cfg)
+	g.Expect(mc.Do(ctx, "WAIT", 1, 5000).Val()).To(BeEquivalentTo(1))
+	_ = mc.Close()
+	plain := redisAt(pod(g, ns, master).Status.PodIP, pw)
+	g.Expect(plain.Ping(ctx).Err()).To(HaveOccurred(), "a plaintext connection must be refused")
+	_ = plain.Close()
+
+	g.Expect(env.KillContainer(ns, master, "redis")).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		now := getCC(g, cc)
+		g.Expect(now.Status.Shards).NotTo(BeEmpty())
+		g.Expect(now.Status.Shards[0].Master).NotTo(Equal(master))
+	}, limits.PodRestart, limits.Poll).Should(Succeed(), "shard 0's replica takes over")
+	after := waitShardsServing(g, cc)
+	t.Logf("shard 0: %s → %s over the TLS bus", master, after.Status.Shards[0].Master)
+	reader := clusterClient(g, cc)
+	defer reader.Close()
+	g.Eventually(func(g Gomega) {
+		for i := range keys {
+			key := fmt.Sprintf("k:%d", i)
+			g.Expect(reader.Get(ctx, key).Val()).To(Equal("v"+key), key)
+		}
+	}, limits.PodRestart, time.Second).Should(Succeed())
 }
