@@ -289,7 +289,7 @@ func TestPlan(t *testing.T) {
 				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 9),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
 		},
 		{
 			// Only an address the operator recorded links a replica to a
