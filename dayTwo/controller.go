@@ -101,6 +101,8 @@ type Reconciler struct {
 	// served: the certificate each pod of a cluster was last seen
 	// serving (tls.go).
 	served map[types.NamespacedName]map[string]plan.ServedCert
+	// manifests: the sharded backups restoring clusters read.
+	manifests manifests
 }
 
 // Reconcile takes one step towards a healthy replication topology:
@@ -197,6 +199,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	forgetMetrics(key)
 	r.expect.forget(key)
 	r.failing.forget(key)
+	r.manifests.forget(key)
 	r.mu.Lock()
 	delete(r.userSecrets, key)
 	delete(r.issued, key)

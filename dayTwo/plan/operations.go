@@ -484,7 +484,12 @@ func Queued(s Snapshot) string {
 		base = *op.Target
 	}
 	var waiting []string
-	if s.Spec.Replicas != base.Replicas {
+	switch {
+	case s.Spec.Replicas == base.Replicas:
+	case s.Sharded != nil && op.Type != cachev1alpha1.OperationScaling:
+		pps := int32(max(s.Sharded.PodsPerShard, 1))
+		waiting = append(waiting, fmt.Sprintf("shards %d→%d", base.Replicas/pps, s.Spec.Replicas/pps))
+	case s.Sharded == nil:
 		waiting = append(waiting, fmt.Sprintf("replicas %d→%d", base.Replicas, s.Spec.Replicas))
 	}
 	if s.Blocked != nil && s.Blocked.Target == renderer.ValuesKey(s.Spec) {

@@ -28,6 +28,8 @@ type modelNode struct {
 	slots    []probe.SlotRange
 	down     bool
 	label    string
+	// saving: busy with a background save (INFO persistence).
+	saving bool
 	// Resharding: the slots marked on the node's own line, the keys it
 	// holds by slot, the nodes it was told to forget.
 	migrating, importing map[int]string
@@ -98,8 +100,18 @@ func (c *redisCluster) snapshot() Snapshot {
 		Spec: cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard)}}
 	for o, n := range c.nodes {
 		p := pod(c.name(o), n.ip, "master", "", n.label, 0, 0)
+		p.Ready, p.Obs.Saving = !n.down, n.saving
 		for _, k := range n.keys {
 			p.Obs.Keys += int64(k)
+		}
+		// A replica reports its master's address and holds its keys.
+		for _, m := range c.nodes {
+			if !n.master && m.id == n.masterID {
+				p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.ip, !m.down
+				for _, k := range m.keys {
+					p.Obs.Keys += int64(k)
+				}
+			}
 		}
 		if n.down {
 			p = down(p, 0)
@@ -136,6 +148,12 @@ func (c *redisCluster) apply(t testing.TB, s *Snapshot, a Action) {
 		s.Sharded.Recorded = a.Shards
 	case ActionApprove:
 		s.Approved = a.Values
+	case ActionRunShardedBackup:
+		b := *s.Backup
+		b.Phase, b.Running = cachev1alpha1.BackupRunning, true
+		s.Backup = &b
+	case ActionVerifyRestore:
+		s.RestorePending, s.Sharded.Restore = false, nil
 	default:
 		c.applyReshard(t, s, a)
 	}
@@ -249,6 +267,7 @@ func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	for range 3000 {
 		fresh := c.snapshot()
 		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
+		fresh.RestorePending, fresh.Sharded.Restore, fresh.Backup, fresh.PendingBackup = s.RestorePending, s.Sharded.Restore, s.Backup, s.PendingBackup
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
 			return append(steps, a), fresh
