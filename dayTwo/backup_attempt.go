@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
@@ -67,7 +68,7 @@ type attempt struct {
 	// pod is the source, why the planner's reason for it.
 	pod, why  string
 	addr      string
-	password  string
+	access    access.Config
 	target    cachev1alpha1.BackupLocation
 	store     *backup.Store
 	objectKey string
@@ -184,7 +185,7 @@ func (r *Reconciler) prepareAttempt(ctx context.Context, s *scope, a plan.Action
 	}
 	return &attempt{
 		key: key, clusterKey: s.key, cluster: cc.DeepCopy(), uid: cb.UID, number: cb.Status.Attempts + 1,
-		pod: a.Pod, why: why, addr: net.JoinHostPort(src.IP, "6379"), password: s.password,
+		pod: a.Pod, why: why, addr: net.JoinHostPort(src.IP, "6379"), access: s.access,
 		target: target, store: store, objectKey: objectKey, where: store.Where(objectKey), start: r.now(),
 	}, nil
 }
@@ -252,7 +253,7 @@ func (r *Reconciler) stream(runCtx context.Context, cancel context.CancelCauseFu
 		defer close(reported)
 		r.reportProgress(reportCtx, att.key, att.uid, att.number, att.pod, att.where, progress)
 	}()
-	res, err := backup.Take(runCtx, backup.Source{Addr: att.addr, Password: att.password, Timeout: 30 * time.Second,
+	res, err := backup.Take(runCtx, backup.Source{Addr: att.addr, Access: att.access, Timeout: 30 * time.Second,
 		StallTimeout: r.BackupStallTimeout, OnProgress: progress.set},
 		func(ctx context.Context, rd io.Reader, size int64) error {
 			return att.store.Put(ctx, att.objectKey, rd, size)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
@@ -49,7 +50,7 @@ type shardedAttempt struct {
 	cluster    *cachev1alpha1.CacheCluster
 	uid        types.UID
 	number     int32
-	password   string
+	access     access.Config
 	target     cachev1alpha1.BackupLocation // Key: the folder
 	store      *backup.Store
 	where      string
@@ -74,7 +75,7 @@ func (r *Reconciler) runShardedBackup(ctx context.Context, s *scope, a plan.Acti
 		return err
 	}
 	att := &shardedAttempt{
-		key: key, clusterKey: s.key, cluster: cc.DeepCopy(), uid: cb.UID, number: cb.Status.Attempts + 1, password: s.password,
+		key: key, clusterKey: s.key, cluster: cc.DeepCopy(), uid: cb.UID, number: cb.Status.Attempts + 1, access: s.access,
 		target: target, store: store, where: store.Where(target.Key), start: r.now(),
 	}
 	for _, src := range a.Sources {
@@ -193,7 +194,7 @@ func (r *Reconciler) streamShards(runCtx context.Context, cancel context.CancelC
 // streamShard takes one shard's dump and stores its metadata.
 func (r *Reconciler) streamShard(ctx context.Context, att *shardedAttempt, st *shardStream) error {
 	st.start = r.now()
-	res, err := backup.Take(ctx, backup.Source{Addr: st.addr, Password: att.password, Timeout: 30 * time.Second,
+	res, err := backup.Take(ctx, backup.Source{Addr: st.addr, Access: att.access, Timeout: 30 * time.Second,
 		StallTimeout: r.BackupStallTimeout, OnProgress: st.progress.set},
 		func(ctx context.Context, rd io.Reader, size int64) error {
 			return att.store.Put(ctx, st.key, rd, size)

@@ -23,7 +23,7 @@ func (r *Reconciler) clusterMeet(ctx context.Context, s *scope, a plan.Action) e
 	if !ok || other.IP == "" {
 		return fmt.Errorf("%s has no address", a.Master)
 	}
-	c := redisClient(p.IP, s.password)
+	c := redisClient(p.IP, s.access)
 	defer c.Close()
 	return c.ClusterMeet(ctx, other.IP, "6379").Err()
 }
@@ -32,7 +32,7 @@ func (r *Reconciler) clusterMeet(ctx context.Context, s *scope, a plan.Action) e
 // ADDSLOTSRANGE).
 func (r *Reconciler) clusterAddSlots(ctx context.Context, s *scope, a plan.Action) error {
 	p, _ := s.snap.Pod(a.Pod)
-	c := redisClient(p.IP, s.password)
+	c := redisClient(p.IP, s.access)
 	defer c.Close()
 	for _, sr := range a.Slots {
 		if err := c.ClusterAddSlotsRange(ctx, sr.Start, sr.End).Err(); err != nil {
@@ -50,7 +50,7 @@ func (r *Reconciler) clusterReplicate(ctx context.Context, s *scope, a plan.Acti
 	if !ok || m.Obs.Cluster == nil {
 		return fmt.Errorf("the node of %s is not known", a.Master)
 	}
-	c := redisClient(p.IP, s.password)
+	c := redisClient(p.IP, s.access)
 	defer c.Close()
 	return c.ClusterReplicate(ctx, m.Obs.Cluster.Myself.ID).Err()
 }

@@ -95,6 +95,12 @@ type Reconciler struct {
 	failing failures
 	// backups: the dumps being streamed.
 	backups backupRuns
+	// clientTLS: the client side of TLS of each cluster with spec.tls,
+	// kept while its CA bundle does not change (tls.go).
+	clientTLS map[types.NamespacedName]clientTLS
+	// served: the certificate each pod of a cluster was last seen
+	// serving (tls.go).
+	served map[types.NamespacedName]map[string]plan.ServedCert
 	// manifests: the sharded backups restoring clusters read.
 	manifests manifests
 }
@@ -123,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	steps := []step{
 		{"list pods", r.listPods},
 		{"wait for our writes", r.awaitExpectations},
-		{"read the password", r.readPassword},
+		{"read the access", r.readAccess},
 		{"probe", r.observePods},
 		{"observe the workload", r.observeWorkload},
 		{"observe backups", r.observeBackups},
@@ -199,6 +205,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.issued, key)
 	delete(r.dataChecks, key)
 	delete(r.verifyErrorsSince, key)
+	delete(r.clientTLS, key)
+	delete(r.served, key)
 	r.mu.Unlock()
 }
 
@@ -222,6 +230,7 @@ func (r *Reconciler) report(_ context.Context, s *scope) error {
 	}
 	setQueued(s, plan.Queued(s.snap))
 	setShardsReady(s)
+	setCertificateLoaded(s)
 	recordMasterAddress(s)
 	return nil
 }
@@ -237,6 +246,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 		s.stop(ctrl.Result{RequeueAfter: recheckBy(steadyRecheck, s.snap.Now, plan.RecheckAt(s.snap))})
 		if s.nextBackup > 0 && s.nextBackup < s.result.RequeueAfter {
 			s.result.RequeueAfter = s.nextBackup
+		}
+		if t := plan.TLSRecheck(s.snap); t > 0 && t < s.result.RequeueAfter {
+			// A pod waits for the kubelet to update its certificate.
+			s.result.RequeueAfter = t
 		}
 		r.stepSucceeded(s)
 		return nil
@@ -321,6 +334,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		// A disaster recovery waits for its restore ConfigMap.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
+		// A renewed certificate is loaded into the pods.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
 		WatchesRawSource(source.Channel(r.Prober.Events(), wakeHandler())).
 		Complete(r)

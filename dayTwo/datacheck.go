@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 )
@@ -29,7 +30,7 @@ const dataCheckSample = 32
 func (r *Reconciler) checkDataStep(ctx context.Context, s *scope, a plan.Action) error {
 	master, _ := s.snap.Pod(a.Master)
 	replica, _ := s.snap.Pod(a.Pod)
-	dc := checkData(ctx, master.IP, replica.IP, s.password, dataCheckSample, 2*probeTimeout(s.cc))
+	dc := checkData(ctx, master.IP, replica.IP, s.access, dataCheckSample, 2*probeTimeout(s.cc))
 	dc.RunID, dc.Master, dc.At = replica.Obs.RunID, a.Master, r.now()
 	r.mu.Lock()
 	if r.dataChecks == nil {
@@ -71,8 +72,8 @@ func (r *Reconciler) dataChecksOf(key types.NamespacedName) map[string]plan.Data
 // waits for the replica to reach that offset, and reads the keys there;
 // what the replica lacks is looked up on both once more (plan/datacheck.go
 // says why). Err is set when the check could not be made.
-func checkData(ctx context.Context, masterIP, replicaIP, password string, n int, wait time.Duration) plan.DataCheck {
-	m, rep := redisClient(masterIP, password), redisClient(replicaIP, password)
+func checkData(ctx context.Context, masterIP, replicaIP string, acc access.Config, n int, wait time.Duration) plan.DataCheck {
+	m, rep := redisClient(masterIP, acc), redisClient(replicaIP, acc)
 	defer m.Close()
 	defer rep.Close()
 	dc := plan.DataCheck{}

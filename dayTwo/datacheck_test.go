@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 )
@@ -49,7 +50,7 @@ func TestCheckDataOnRealServers(t *testing.T) {
 	m := server(t, masterIP, pw)
 	rep := server(t, replicaIP, pw, "--replica-read-only", "no")
 
-	empty := checkData(ctx, masterIP, masterIP, pw, 8, time.Second)
+	empty := checkData(ctx, masterIP, masterIP, access.Config{Password: pw}, 8, time.Second)
 	g.Expect(empty.Err).To(BeEmpty())
 	g.Expect(empty.Sampled).To(Equal(0))
 
@@ -59,7 +60,7 @@ func TestCheckDataOnRealServers(t *testing.T) {
 	g.Expect(rep.Do(ctx, "REPLICAOF", masterIP, "6379").Err()).To(Succeed())
 	g.Eventually(func() int64 { return rep.DBSize(ctx).Val() }, 10*time.Second, 50*time.Millisecond).Should(Equal(int64(10)))
 
-	ok := checkData(ctx, masterIP, replicaIP, pw, 32, 5*time.Second)
+	ok := checkData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 5*time.Second)
 	g.Expect(ok.Err).To(BeEmpty())
 	g.Expect(ok.Sampled).To(BeNumerically("~", 10, 3), "32 RANDOMKEY calls over 10 keys, repeats counted once")
 	g.Expect(ok.Missing).To(BeEmpty())
@@ -67,7 +68,7 @@ func TestCheckDataOnRealServers(t *testing.T) {
 	// Keys the replica lost while the master keeps them (half of them: 32
 	// draws miss all five with a chance of 2^-32).
 	g.Expect(rep.Del(ctx, "k0", "k1", "k2", "k3", "k4").Err()).To(Succeed())
-	bad := checkData(ctx, masterIP, replicaIP, pw, 32, 5*time.Second)
+	bad := checkData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 5*time.Second)
 	g.Expect(bad.Err).To(BeEmpty())
 	g.Expect(bad.Missing).NotTo(BeEmpty())
 	for _, k := range bad.Missing {
@@ -78,6 +79,6 @@ func TestCheckDataOnRealServers(t *testing.T) {
 	// A replica that cannot reach the master's offset: no verdict, an error.
 	g.Expect(rep.Do(ctx, "REPLICAOF", "NO", "ONE").Err()).To(Succeed())
 	g.Expect(m.Set(ctx, "later", "v", 0).Err()).To(Succeed())
-	late := checkData(ctx, masterIP, replicaIP, pw, 32, 300*time.Millisecond)
+	late := checkData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 300*time.Millisecond)
 	g.Expect(late.Err).To(ContainSubstring("the replica"))
 }

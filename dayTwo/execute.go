@@ -14,7 +14,7 @@ import (
 // topology.go (bootstrap, failover, fencing, labels), operations.go
 // (scaling, upgrades, switchovers), reconfigure.go, precheck.go,
 // restore.go, backups.go, cluster_bootstrap.go and reshard.go (sharded
-// clusters).
+// clusters), tls.go (loading a renewed certificate).
 var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
 	plan.ActionBootstrap:        (*Reconciler).bootstrap,
 	plan.ActionRefresh:          (*Reconciler).refresh,
@@ -65,6 +65,8 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionClusterForget:  (*Reconciler).clusterForget,
 	plan.ActionClusterReset:   (*Reconciler).clusterReset,
 	plan.ActionResizeShards:   (*Reconciler).resizeShards,
+
+	plan.ActionReloadTLS: (*Reconciler).reloadTLS,
 }
 
 // execute takes the step a names.

@@ -67,6 +67,11 @@ var (
 		Help: "When the last backup completed (Unix time); the cluster's creation time while none has, so a schedule that never succeeds alerts too.",
 	}, []string{"namespace", "cluster"})
 
+	servedExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cacheops_tls_served_certificate_expiry_timestamp_seconds",
+		Help: "When the certificate a pod's server presented at day-two's last look expires (Unix time): a renewed certificate the pod did not load shows here.",
+	}, []string{"namespace", "cluster", "pod"})
+
 	backupInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "cacheops_backup_schedule_interval_seconds",
 		Help: "Time between two due times of the cluster's backup schedule; absent when scheduled backups are off.",
@@ -75,7 +80,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
-		backupDuration, backupSize, backupLastSuccess, backupInterval)
+		backupDuration, backupSize, backupLastSuccess, backupInterval, servedExpiry)
 }
 
 // recordMetrics exports what the last probes saw. Offsets and lag live here,
@@ -123,4 +128,5 @@ func forgetMetrics(key types.NamespacedName) {
 	backupSize.DeletePartialMatch(labels)
 	backupLastSuccess.DeletePartialMatch(labels)
 	backupInterval.DeletePartialMatch(labels)
+	servedExpiry.DeletePartialMatch(labels)
 }

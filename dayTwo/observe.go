@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer"
@@ -31,16 +32,27 @@ func (r *Reconciler) listPods(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// readPassword reads the cluster's Redis password; without it nothing can
-// be probed, so the reconcile waits for it.
-func (r *Reconciler) readPassword(ctx context.Context, s *scope) error {
+// readAccess reads how to reach the cluster's Redis: its password and,
+// with spec.tls, the CAs and name its certificate is checked against
+// (and the certificate the pods must serve). Without them nothing can be
+// probed, so the reconcile waits.
+func (r *Reconciler) readAccess(ctx context.Context, s *scope) error {
 	pw, err := r.password(ctx, s.cc)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Password not available yet", "reason", err.Error())
 		s.stop(ctrl.Result{RequeueAfter: 2 * time.Second})
 		return nil
 	}
-	s.password = pw
+	s.access = access.Config{Password: pw}
+	if renderer.TLSEnabled(s.cc) {
+		cfg, leaf, err := r.certificateOf(ctx, s.cc)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("TLS certificate not available yet", "reason", err.Error())
+			s.stop(ctrl.Result{RequeueAfter: 2 * time.Second})
+			return nil
+		}
+		s.access.TLS, s.certificate = cfg, leaf
+	}
 	return nil
 }
 
@@ -59,7 +71,7 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 			targets = append(targets, t)
 		}
 	}
-	r.Prober.Ensure(cc, targets, s.password, probePeriod(timeout))
+	r.Prober.Ensure(cc, targets, s.access, probePeriod(timeout))
 	if ro := cc.Status.Rollout; ro != nil {
 		// Ordinals scaled away are forgotten: a pod made there later
 		// starts on a new volume, which is no loss.
@@ -72,6 +84,9 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 	}
 	recordMetrics(s.key, cc.Status.CurrentMaster, states)
 	s.snap = r.snapshot(cc, states, timeout)
+	if s.certificate != nil {
+		s.snap.TLS = r.tlsSnapshot(s.key, s.certificate)
+	}
 	return nil
 }
 

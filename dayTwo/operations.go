@@ -187,7 +187,7 @@ func (r *Reconciler) gracefulSwitchover(ctx context.Context, s *scope, a plan.Ac
 	from, _ := s.snap.Pod(a.Master)
 	to, _ := s.snap.Pod(a.Pod)
 	timeout := max(s.snap.ProbeTimeout, 5*time.Second)
-	c := redisClient(from.IP, s.password)
+	c := redisClient(from.IP, s.access)
 	defer c.Close()
 	err := c.Do(ctx, "FAILOVER", "TO", to.IP, "6379", "TIMEOUT", strconv.FormatInt(timeout.Milliseconds(), 10)).Err()
 	if err != nil && !strings.Contains(err.Error(), "already in progress") {

@@ -186,11 +186,11 @@ func (r *Reconciler) observePrecheck(ctx context.Context, s *scope, p *corev1.Po
 	if st.Seed == nil || !st.Ready || st.Failure != "" {
 		return st
 	}
-	if s.password == "" || p.Status.PodIP == "" {
+	if s.access.Password == "" || p.Status.PodIP == "" {
 		st.Seed.LoadErr = "the pre-check pod has no address yet"
 		return st
 	}
-	c := redisClient(p.Status.PodIP, s.password)
+	c := redisClient(p.Status.PodIP, s.access)
 	defer c.Close()
 	// One connection: SELECT holds for the DBSIZE after it.
 	var size *redis.IntCmd

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/renderer"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,7 +25,7 @@ import (
 // runs (the change becomes a rolling restart, pre-check first).
 func (r *Reconciler) applyConfigStep(ctx context.Context, s *scope, a plan.Action) error {
 	op := s.cc.Status.Operation
-	mismatches, err := r.applyConfig(ctx, s.snap, a.Config, s.password)
+	mismatches, err := r.applyConfig(ctx, s.snap, a.Config, s.access)
 	var refused refusedError
 	switch {
 	case errors.As(err, &refused) && !refused.needsRestart():
@@ -79,7 +80,7 @@ func (e refusedError) needsRestart() bool {
 // applyConfig sets the parameters on every pod with one CONFIG SET (Redis
 // applies them all or none), then reads them back. A value Redis reports
 // differently (it normalises some) is returned as a mismatch to report.
-func (r *Reconciler) applyConfig(ctx context.Context, snap plan.Snapshot, params map[string]string, pw string) ([]string, error) {
+func (r *Reconciler) applyConfig(ctx context.Context, snap plan.Snapshot, params map[string]string, acc access.Config) ([]string, error) {
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -94,7 +95,7 @@ func (r *Reconciler) applyConfig(ctx context.Context, snap plan.Snapshot, params
 		if p.Deleting || p.IP == "" {
 			continue
 		}
-		c := redisClient(p.IP, pw)
+		c := redisClient(p.IP, acc)
 		err := c.Do(ctx, args...).Err()
 		var rerr redis.Error
 		if errors.As(err, &rerr) {

@@ -6,18 +6,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // killClients drops a pod's normal client connections (not its
 // replication links).
-func killClients(ctx context.Context, ip, password string) error {
-	c := redisClient(ip, password)
+func killClients(ctx context.Context, ip string, acc access.Config) error {
+	c := redisClient(ip, acc)
 	defer c.Close()
 	return c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()
 }
 
-func replicaOf(ctx context.Context, ip, password, host, port string) error {
-	c := redisClient(ip, password)
+func replicaOf(ctx context.Context, ip string, acc access.Config, host, port string) error {
+	c := redisClient(ip, acc)
 	defer c.Close()
 	return c.Do(ctx, "REPLICAOF", host, port).Err()
 }
@@ -25,13 +27,15 @@ func replicaOf(ctx context.Context, ip, password, host, port string) error {
 // redisClient is a connection for one day-two command to a pod's Redis:
 // no retries (a step is retried by the next reconcile, on what the pods
 // report then), short timeouts.
-func redisClient(ip, password string) *redis.Client {
-	return redisClientReading(ip, password, 2*time.Second)
+func redisClient(ip string, acc access.Config) *redis.Client {
+	return redisClientReading(ip, acc, 2*time.Second)
 }
 
 // redisClientReading is redisClient for a command that answers only after
 // work of its own (MIGRATE): read waits for the answer.
-func redisClientReading(ip, password string, read time.Duration) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: 2 * time.Second, ReadTimeout: read, WriteTimeout: 2 * time.Second})
+func redisClientReading(ip string, acc access.Config, read time.Duration) *redis.Client {
+	o := acc.Options(net.JoinHostPort(ip, "6379"))
+	o.MaxRetries, o.PoolSize, o.DisableIdentity = -1, 1, true
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 2*time.Second, read, 2*time.Second
+	return redis.NewClient(o)
 }

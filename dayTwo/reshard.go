@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 )
@@ -39,8 +40,8 @@ func nodeOf(s *scope, pod string) (ip, id string, err error) {
 
 // setSlots sends CLUSTER SETSLOT slot <how> [id] for every slot of slots
 // in one pipeline.
-func setSlots(ctx context.Context, ip, password string, slots []probe.SlotRange, how, id string) error {
-	c := redisClient(ip, password)
+func setSlots(ctx context.Context, ip string, acc access.Config, slots []probe.SlotRange, how, id string) error {
+	c := redisClient(ip, acc)
 	defer c.Close()
 	var cmds []*redis.Cmd
 	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -73,10 +74,10 @@ func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action
 	if err != nil {
 		return err
 	}
-	if err := setSlots(ctx, tip, s.password, a.Slots, "IMPORTING", sid); err != nil {
+	if err := setSlots(ctx, tip, s.access, a.Slots, "IMPORTING", sid); err != nil {
 		return err
 	}
-	if err := setSlots(ctx, sip, s.password, a.Slots, "MIGRATING", tid); err != nil {
+	if err := setSlots(ctx, sip, s.access, a.Slots, "MIGRATING", tid); err != nil {
 		return err
 	}
 	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventSlotsMoving, "Resharding", "Moving slots %v from %s to %s", plan.SlotStrings(a.Slots), a.Pod, a.Master)
@@ -114,7 +115,7 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 	// A round's replies are read at once: each MIGRATE answers once the
 	// target stored its keys, within MIGRATE's own timeout, and each
 	// WAIT within its own.
-	c := redisClientReading(sip, s.password, migrateRoundSlots*(migrateTimeout+migrateWait)*time.Millisecond+2*time.Second)
+	c := redisClientReading(sip, s.access, migrateRoundSlots*(migrateTimeout+migrateWait)*time.Millisecond+2*time.Second)
 	defer c.Close()
 	replicas := s.snap.Sharded.PodsPerShard - 1
 	start, moved := time.Now(), 0
@@ -147,8 +148,8 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 					continue
 				}
 				args := []any{"MIGRATE", tip, "6379", "", 0, migrateTimeout}
-				if s.password != "" {
-					args = append(args, "AUTH", s.password)
+				for _, a := range s.access.MigrateAuth() {
+					args = append(args, a)
 				}
 				args = append(args, "KEYS")
 				for _, k := range keys[i] {
@@ -223,7 +224,7 @@ func (r *Reconciler) slotsReimport(ctx context.Context, s *scope, a plan.Action)
 	if err != nil {
 		return err
 	}
-	if err := setSlots(ctx, tip, s.password, a.Slots, "NODE", sid); err != nil {
+	if err := setSlots(ctx, tip, s.access, a.Slots, "NODE", sid); err != nil {
 		return err
 	}
 	return r.slotsMigrating(ctx, s, a)
@@ -249,7 +250,7 @@ func (r *Reconciler) slotsAssign(ctx context.Context, s *scope, a plan.Action) e
 				return err
 			}
 		}
-		if err := setSlots(ctx, ip, s.password, a.Slots, "NODE", tid); err != nil {
+		if err := setSlots(ctx, ip, s.access, a.Slots, "NODE", tid); err != nil {
 			if i > 0 && isReplicaNow(err) {
 				// A source that gave away its last slot follows the
 				// new owner (Redis 7 does that): a replica keeps no
@@ -273,7 +274,7 @@ func (r *Reconciler) clusterForget(ctx context.Context, s *scope, a plan.Action)
 	if err != nil {
 		return err
 	}
-	c := redisClient(ip, s.password)
+	c := redisClient(ip, s.access)
 	defer c.Close()
 	for _, id := range a.NodeIDs {
 		if err := c.ClusterForget(ctx, id).Err(); err != nil && !isUnknownNode(err) {
@@ -290,7 +291,7 @@ func (r *Reconciler) clusterReset(ctx context.Context, s *scope, a plan.Action) 
 	if err != nil {
 		return err
 	}
-	c := redisClient(ip, s.password)
+	c := redisClient(ip, s.access)
 	defer c.Close()
 	return c.ClusterResetHard(ctx).Err()
 }

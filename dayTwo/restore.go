@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/renderer"
 	"github.com/redis/go-redis/v9"
@@ -186,7 +187,7 @@ const verifyRetryFor = 2 * time.Minute
 // are retried for a while; a dump whose key count is unknown (a header
 // this operator cannot read) is reported as restored, saying so.
 func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.PodState) error {
-	cc, pw := s.cc, s.password
+	cc, acc := s.cc, s.access
 	loc := renderer.RestoreLocation(cc)
 	op := cc.Status.Operation
 	recovering := op != nil && op.Type == cachev1alpha1.OperationRestore
@@ -197,7 +198,7 @@ func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.Po
 	m, err := r.restoreMetadata(ctx, cc, *loc)
 	var keys int64
 	if err == nil {
-		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
+		keys, err = dbKeys(ctx, master.IP, acc, m.DB)
 	}
 	key := client.ObjectKeyFromObject(cc)
 	if err != nil && !r.verifyErrorExpired(key) {
@@ -270,8 +271,10 @@ func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.Cach
 }
 
 // dbKeys is the number of keys in one database of a pod's Redis.
-func dbKeys(ctx context.Context, ip, pw string, db int64) (int64, error) {
-	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: pw, MaxRetries: -1, DialTimeout: 5 * time.Second})
+func dbKeys(ctx context.Context, ip string, acc access.Config, db int64) (int64, error) {
+	o := acc.Options(net.JoinHostPort(ip, "6379"))
+	o.MaxRetries, o.DialTimeout = -1, 5*time.Second
+	rc := redis.NewClient(o)
 	defer rc.Close()
 	info, err := rc.Info(ctx, "keyspace").Result()
 	if err != nil {

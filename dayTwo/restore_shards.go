@@ -196,7 +196,7 @@ func (r *Reconciler) checkShard(ctx context.Context, s *scope, shards []cachev1a
 	if !ok || p.IP == "" {
 		return "", false, 0, fmt.Errorf("%s has no address", st.Master)
 	}
-	if keys, err = dbKeys(ctx, p.IP, s.password, sh.DB); err != nil {
+	if keys, err = dbKeys(ctx, p.IP, s.access, sh.DB); err != nil {
 		return "", false, 0, fmt.Errorf("%s: %w", st.Master, err)
 	}
 	want, _ := plan.ParseSlotStrings(sh.Slots)

@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"crypto/x509"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
@@ -25,13 +27,17 @@ type step struct {
 // scope carries one reconcile of one cluster from step to step: what it
 // observed, what the planner decided, and the status changes to write.
 type scope struct {
-	cc       *cachev1alpha1.CacheCluster
-	key      types.NamespacedName
-	pods     []corev1.Pod
-	password string
-	backups  []cachev1alpha1.CacheBackup
-	snap     plan.Snapshot
-	action   plan.Action
+	cc   *cachev1alpha1.CacheCluster
+	key  types.NamespacedName
+	pods []corev1.Pod
+	// access is how this reconcile reaches the pods' Redis.
+	access access.Config
+	// certificate is the server certificate of Secret <name>-tls, with
+	// spec.tls.
+	certificate *x509.Certificate
+	backups     []cachev1alpha1.CacheBackup
+	snap        plan.Snapshot
+	action      plan.Action
 	// nextBackup is how long until the schedule's next due time; zero
 	// when none is.
 	nextBackup time.Duration

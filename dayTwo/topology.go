@@ -86,7 +86,7 @@ func (r *Reconciler) labelReplica(ctx context.Context, s *scope, a plan.Action) 
 // promote makes the pod a master (REPLICAOF NO ONE).
 func (r *Reconciler) promote(ctx context.Context, s *scope, a plan.Action) error {
 	p, _ := s.snap.Pod(a.Pod)
-	return replicaOf(ctx, p.IP, s.password, "NO", "ONE")
+	return replicaOf(ctx, p.IP, s.access, "NO", "ONE")
 }
 
 // repoint makes a pod follow a.Master.
@@ -96,7 +96,7 @@ func (r *Reconciler) repoint(ctx context.Context, s *scope, a plan.Action) error
 	if !ok || m.IP == "" {
 		return fmt.Errorf("master %s has no address", a.Master)
 	}
-	return replicaOf(ctx, p.IP, s.password, m.IP, "6379")
+	return replicaOf(ctx, p.IP, s.access, m.IP, "6379")
 }
 
 // fence makes a pod that believes it is master a replica of the real one
@@ -108,7 +108,7 @@ func (r *Reconciler) fence(ctx context.Context, s *scope, a plan.Action) error {
 		return err
 	}
 	p, _ := s.snap.Pod(a.Pod)
-	if err := killClients(ctx, p.IP, s.password); err != nil {
+	if err := killClients(ctx, p.IP, s.access); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Dropping the client connections of a fenced pod", "pod", a.Pod)
 	}
 	s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventFenced, "Fence", "%s believed it was master; made it a replica of %s and dropped its client connections", a.Pod, a.Master)

@@ -103,7 +103,7 @@ func RenderPrecheck(cc *cachev1alpha1.CacheCluster, target cachev1alpha1.Rollout
 		// The seed replaces a restore init container: the pre-check
 		// starts on the seed's copy.
 		spec.InitContainers = nil
-		if err := addSeed(spec, seedFrom); err != nil {
+		if err := addSeed(cc, spec, seedFrom); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -133,10 +133,19 @@ const (
 	seedReportVolume  = "seed-report"
 )
 
+// The seed's environment for a cluster with spec.tls: the CA bundle it
+// checks the source's certificate against, and the name it checks in it
+// (dayTwo/access.FromEnv reads them).
+const (
+	SeedTLSCAFileEnv     = "REDIS_TLS_CA_FILE"
+	SeedTLSServerNameEnv = "REDIS_TLS_SERVER_NAME"
+)
+
 // addSeed adds the seed init container to the pre-check pod: it runs as the
 // server does (the same user, the data volume, the password from the same
-// Secret) with the operator's image, whose manager has the subcommand.
-func addSeed(spec *corev1.PodSpec, seedFrom string) error {
+// Secret, the TLS files when the cluster has TLS) with the operator's
+// image, whose manager has the subcommand.
+func addSeed(cc *cachev1alpha1.CacheCluster, spec *corev1.PodSpec, seedFrom string) error {
 	server := find(spec.Containers, func(c corev1.Container) bool { return c.Name == "redis" })
 	if server == nil {
 		return fmt.Errorf("the pod template has no redis container")
@@ -149,19 +158,31 @@ func addSeed(spec *corev1.PodSpec, seedFrom string) error {
 	if data == nil {
 		return fmt.Errorf("the redis container mounts no /data")
 	}
+	env := []corev1.EnvVar{*password.DeepCopy()}
+	mounts := []corev1.VolumeMount{
+		{Name: data.Name, MountPath: "/data"},
+		{Name: seedReportVolume, MountPath: "/var/run/cacheops-seed"},
+	}
+	if TLSEnabled(cc) {
+		tls := find(server.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == TLSMountPath })
+		if tls == nil {
+			return fmt.Errorf("the redis container mounts no %s", TLSMountPath)
+		}
+		mounts = append(mounts, corev1.VolumeMount{Name: tls.Name, MountPath: TLSMountPath, ReadOnly: true})
+		env = append(env,
+			corev1.EnvVar{Name: SeedTLSCAFileEnv, Value: TLSMountPath + "/ca.crt"},
+			corev1.EnvVar{Name: SeedTLSServerNameEnv, Value: TLSServerName(cc)})
+	}
 	no, yes := false, true
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: seedReportVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	spec.InitContainers = append(spec.InitContainers, corev1.Container{
-		Name:            SeedContainerName,
-		Image:           RestoreImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/manager", "precheck-seed"},
-		Args:            []string{"--from=" + seedFrom, "--data-dir=/data", "--report=" + SeedMessagePath},
-		Env:             []corev1.EnvVar{*password.DeepCopy()},
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: data.Name, MountPath: "/data"},
-			{Name: seedReportVolume, MountPath: "/var/run/cacheops-seed"},
-		},
+		Name:                     SeedContainerName,
+		Image:                    RestoreImage,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  []string{"/manager", "precheck-seed"},
+		Args:                     []string{"--from=" + seedFrom, "--data-dir=/data", "--report=" + SeedMessagePath},
+		Env:                      env,
+		VolumeMounts:             mounts,
 		TerminationMessagePath:   SeedMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext: &corev1.SecurityContext{

@@ -293,6 +293,10 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	tls, err := tlsValues(cc)
+	if err != nil {
+		return nil, err
+	}
 
 	return map[string]any{
 		"restore":             restore,
@@ -317,6 +321,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"networkPolicy":       networkPolicy,
 		"sharded":             shardedValues(cc, probeTimeout),
 		"scheduling":          map[string]any{"spread": string(spreadOf(cc))},
+		"tls":                 tls,
 	}, nil
 }
 

@@ -27,6 +27,8 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="(has(self.replicasPerShard) ? self.replicasPerShard : 1) == (has(oldSelf.replicasPerShard) ? oldSelf.replicasPerShard : 1)",message="spec.replicasPerShard cannot change yet (issue 15): adding or removing replicas of a shard is not supported; create a new sharded CacheCluster with the replica count you want"
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version in ['redis 6.2.14', 'redis 7.0.15', 'valkey 8.0.1']",messageExpression="'engine ' + (has(self.engine) ? self.engine : 'redis') + ' version ' + self.version + ' is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)'"
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version != 'redis 6.2.14' || !has(self.config) || self.config.all(k, !(k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas']))",messageExpression="'redis 6.2.14 has no parameter ' + self.config.filter(k, k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas'])[0] + '; remove it from spec.config or choose a newer version'"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.enabled) && self.tls.enabled) == (has(oldSelf.tls) && has(oldSelf.tls.enabled) && oldSelf.tls.enabled)",message="spec.tls.enabled cannot change on an existing cluster: replicas with and without TLS cannot replicate from each other. Create a new CacheCluster with the setting you want and restore a backup into it (docs/security.md)"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.issuerRef)) == (has(oldSelf.tls) && has(oldSelf.tls.issuerRef)) && (!has(self.tls) || !has(self.tls.issuerRef) || self.tls.issuerRef == oldSelf.tls.issuerRef)",message="spec.tls.issuerRef cannot change on an existing cluster: its pods trust one CA, and a certificate from another would cut replication while they reload. Create a new CacheCluster with the issuer you want and restore a backup into it (docs/security.md)"
 type CacheClusterSpec struct {
 	// Engine is the server: redis (the default) or valkey. With version it
 	// selects a row of the supported engine versions (docs/engines.md):
@@ -153,6 +155,11 @@ type CacheClusterSpec struct {
 	// Auth configures the password clients and replicas use.
 	// +optional
 	Auth AuthSpec `json:"auth,omitempty"`
+
+	// TLS serves every connection over TLS with a certificate the operator
+	// renews before it expires (docs/security.md).
+	// +optional
+	TLS TLSSpec `json:"tls,omitempty"`
 
 	// Backup configures the backup target and schedule.
 	// +optional
@@ -600,6 +607,11 @@ type CacheClusterStatus struct {
 	// Backup records the schedule's progress.
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// TLS is the server certificate with spec.tls: its expiry and
+	// renewal time, changed only when it is issued or renewed.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// RestoreFrom is the dump spec.restore resolved to, recorded once when
 	// the cluster is created so its pods always restore the same file.

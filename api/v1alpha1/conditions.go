@@ -42,6 +42,11 @@ const (
 	// message names the step and the last error. Removed once a step
 	// succeeds.
 	ConditionStepFailing = "StepFailing"
+	// ConditionCertificateLoaded is set with spec.tls: True when every pod
+	// serves the certificate of Secret <name>-tls (day-two reloads it
+	// with CONFIG SET once the pod sees the renewed files), False while
+	// some pod still serves an older one.
+	ConditionCertificateLoaded = "CertificateLoaded"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -129,6 +134,17 @@ const (
 	// ReasonRestoreFailed: a disaster recovery restored a dump whose key
 	// count did not match its metadata.
 	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonCertificateLoaded / ReasonCertificateNotLoaded: every pod
+	// serves the current certificate, or some pod does not yet.
+	ReasonCertificateLoaded    = "CertificateLoaded"
+	ReasonCertificateNotLoaded = "CertificateNotLoaded"
+	// ReasonCertificateUnavailable: spec.tls names a cert-manager issuer
+	// and the certificate cannot be had: cert-manager is not installed,
+	// or its Certificate reports why it issues none.
+	ReasonCertificateUnavailable = "CertificateUnavailable"
+	// ReasonTLSSecretInvalid: Secret <name>-tls (cert-manager's) holds no
+	// usable certificate and key.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 )
 
 // Phase is the coarse state of a CacheCluster, one of a fixed set.
@@ -195,6 +211,13 @@ const (
 	// EventMasterLacksData: the master restarted with less than a replica
 	// holds and automatic failover is off; a person decides.
 	EventMasterLacksData = "MasterLacksData"
+	// EventCAIssued, EventCertificateIssued: the operator made a CA or a
+	// server certificate (the first, or a renewal; the message says why).
+	EventCAIssued          = "CAIssued"
+	EventCertificateIssued = "CertificateIssued"
+	// EventCertificateLoaded: every pod serves the certificate of the
+	// Secret, after a reload.
+	EventCertificateLoaded = "CertificateLoaded"
 )
 
 // Labels and annotations the operator puts on the objects it renders.

@@ -58,6 +58,7 @@ func main() {
 		exitAfterStep   string
 		dayOneWorkers   int
 		dayTwoWorkers   int
+		caDuration      time.Duration
 	)
 	flag.StringVar(&renderer.RestoreImage, "restore-image", renderer.RestoreImage, "Image of the init container that downloads a backup into a restored cluster's pods: the operator's own image (its manager binary runs `manager restore`).")
 	flag.StringVar(&renderer.Operator.Namespace, "operator-namespace", renderer.Operator.Namespace, "Namespace the manager's pods run in: the clusters' NetworkPolicies admit the operator's pods from it (the install chart passes its release namespace).")
@@ -76,6 +77,8 @@ func main() {
 	flag.DurationVar(&majorityDown, "majority-down-after", controller.MajorityDownAfter, "Report a cluster with more than half of its pods down this long as Failed.")
 	flag.IntVar(&dayOneWorkers, "dayone-workers", controller.DefaultWorkers, "How many CacheClusters the day-one controller (render and apply) reconciles at once.")
 	flag.IntVar(&dayTwoWorkers, "daytwo-workers", daytwo.DefaultWorkers, "How many CacheClusters the day-two controller (roles, failover, operations) reconciles at once. Clusters whose master does not answer go first.")
+	flag.DurationVar(&caDuration, "tls-ca-duration", controller.DefaultCADuration, "Lifetime of the CA the operator keeps for each cluster with spec.tls and no issuer (at least 4 certificate lifetimes; it is replaced before it can no longer sign a whole one).")
+	flag.StringVar(&renderer.ClusterDomain, "cluster-domain", renderer.ClusterDomain, "DNS domain of the Kubernetes cluster, for the names in the clusters' TLS certificates.")
 	flag.StringVar(&exitAfterStep, "fault-exit-after-step", "", "Fault injection for tests only: exit with status 3 right after the first day-two step of this kind (e.g. Promote), as a crash in the middle of an operation would.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
@@ -128,7 +131,7 @@ func main() {
 		log.Error(err, "Cannot create manager")
 		os.Exit(1)
 	}
-	if err := (&controller.Reconciler{Workers: dayOneWorkers}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.Reconciler{Workers: dayOneWorkers, TLSCADuration: caDuration}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}

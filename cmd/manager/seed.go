@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/dayTwo/backup"
 )
 
@@ -23,7 +24,7 @@ func precheckSeed(args []string) int {
 	fs := flag.NewFlagSet("precheck-seed", flag.ContinueOnError)
 	var from, dataDir, report string
 	var timeout time.Duration
-	fs.StringVar(&from, "from", "", "Address (host:port) of the cluster pod the copy is taken from; the password is read from $REDIS_PASSWORD.")
+	fs.StringVar(&from, "from", "", "Address (host:port) of the cluster pod the copy is taken from; the password is read from $REDIS_PASSWORD, the CA bundle of a TLS cluster from the file $REDIS_TLS_CA_FILE names (the certificate must carry $REDIS_TLS_SERVER_NAME).")
 	fs.StringVar(&dataDir, "data-dir", "/data", "The pre-check pod's (empty) data directory.")
 	fs.StringVar(&report, "report", "", "File the report is written to: the container's terminationMessagePath.")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "How long each wait for the source may last.")
@@ -44,7 +45,11 @@ func precheckSeed(args []string) int {
 		}
 		return 1
 	}
-	res, err := backup.Seed(ctx, backup.Source{Addr: from, Password: os.Getenv("REDIS_PASSWORD"), Timeout: timeout}, dataDir)
+	acc, err := access.FromEnv()
+	if err != nil {
+		return fail(err)
+	}
+	res, err := backup.Seed(ctx, backup.Source{Addr: from, Access: acc, Timeout: timeout}, dataDir)
 	if err != nil {
 		return fail(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,7 +73,7 @@ func TestTakeStreamsAConsistentDump(t *testing.T) {
 		rc.Expire(ctx, fmt.Sprintf("key:%d", i), time.Hour)
 	}
 	var got bytes.Buffer
-	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(_ context.Context, r io.Reader, size int64) error {
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(_ context.Context, r io.Reader, size int64) error {
 		n, err := io.Copy(&got, r)
 		if err == nil && n != size {
 			err = fmt.Errorf("copied %d of %d", n, size)
@@ -102,7 +103,7 @@ func TestTakeStreamsAConsistentDump(t *testing.T) {
 
 func TestTakeFailsOnABadPassword(t *testing.T) {
 	rc := redisServer(t)
-	_, err := Take(context.Background(), Source{Addr: rc.Options().Addr, Password: "wrong"}, func(context.Context, io.Reader, int64) error { return nil })
+	_, err := Take(context.Background(), Source{Addr: rc.Options().Addr, Access: access.Config{Password: "wrong"}}, func(context.Context, io.Reader, int64) error { return nil })
 	if err == nil {
 		t.Fatal("a wrong password must fail the backup")
 	}
@@ -111,7 +112,7 @@ func TestTakeFailsOnABadPassword(t *testing.T) {
 func TestTakeStopsWhenCancelled(t *testing.T) {
 	rc := redisServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error {
+	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, size int64) error {
 		cancel()
 		_, err := io.Copy(io.Discard, r)
 		if err == nil {
@@ -163,7 +164,7 @@ func TestTakeReadsTheRDBVersionOfEachEngine(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(_ context.Context, r io.Reader, _ int64) error {
+			res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(_ context.Context, r io.Reader, _ int64) error {
 				_, err := io.Copy(io.Discard, r)
 				return err
 			})

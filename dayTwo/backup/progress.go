@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -88,9 +89,11 @@ func ParseSaveState(info string) SaveState {
 }
 
 // ReadSaveState asks a Redis for its SaveState.
-func ReadSaveState(ctx context.Context, addr, password string, timeout time.Duration) (SaveState, error) {
-	rc := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
-		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+func ReadSaveState(ctx context.Context, addr string, acc access.Config, timeout time.Duration) (SaveState, error) {
+	o := acc.Options(addr)
+	o.MaxRetries, o.PoolSize, o.DisableIdentity = -1, 1, true
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+	rc := redis.NewClient(o)
 	defer rc.Close()
 	info, err := rc.Info(ctx, "persistence").Result()
 	if err != nil {

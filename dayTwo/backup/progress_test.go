@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,7 +49,7 @@ func TestTakeGivesUpOnASourceBusyWithAnotherSave(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond) // rdb_current_bgsave_time_sec counts whole seconds
 
 	start := time.Now()
-	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw", StallTimeout: 2 * time.Second}, discard)
+	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}, StallTimeout: 2 * time.Second}, discard)
 	took := time.Since(start)
 	var se *StallError
 	if !errors.As(err, &se) {
@@ -77,7 +78,7 @@ func TestTakeGivesUpOnASourceRewritingItsAOF(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.ConfigSet(ctx, "rdb-key-save-delay", "0")
-	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw", StallTimeout: 2 * time.Second}, discard)
+	_, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}, StallTimeout: 2 * time.Second}, discard)
 	var se *StallError
 	if !errors.As(err, &se) || !strings.Contains(se.Why("basic-2"), "basic-2 is busy with an AOF rewrite") {
 		t.Fatalf("got %v, want a StallError naming the AOF rewrite", err)
@@ -94,7 +95,7 @@ func TestTakeWaitsForItsOwnSlowSnapshot(t *testing.T) {
 	var mu sync.Mutex
 	var seen []Progress
 	start := time.Now()
-	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw", StallTimeout: 3 * time.Second, OnProgress: func(p Progress) {
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}, StallTimeout: 3 * time.Second, OnProgress: func(p Progress) {
 		mu.Lock()
 		seen = append(seen, p)
 		mu.Unlock()
@@ -121,7 +122,7 @@ func TestTakeWaitsForItsOwnSlowSnapshot(t *testing.T) {
 func TestTakeGivesUpOnAStalledUpload(t *testing.T) {
 	rc := redisServer(t)
 	fill(t, rc, 1000)
-	_, err := Take(context.Background(), Source{Addr: rc.Options().Addr, Password: "pw", StallTimeout: time.Second}, func(ctx context.Context, r io.Reader, _ int64) error {
+	_, err := Take(context.Background(), Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}, StallTimeout: time.Second}, func(ctx context.Context, r io.Reader, _ int64) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})

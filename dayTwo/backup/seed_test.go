@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // A seed copies a real server's data into an empty folder, where a real
@@ -23,7 +25,7 @@ func TestSeedIntoAnEmptyFolderLoadsInTheNewVersion(t *testing.T) {
 	}
 	src.Expire(ctx, "key:1", time.Hour)
 	dir := t.TempDir()
-	res, err := Seed(ctx, Source{Addr: src.Options().Addr, Password: "pw"}, dir)
+	res, err := Seed(ctx, Source{Addr: src.Options().Addr, Access: access.Config{Password: "pw"}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestSeedIntoAnEmptyFolderLoadsInTheNewVersion(t *testing.T) {
 		t.Fatalf("valkey-server holds %d keys (%v), want 500", n, err)
 	}
 
-	if _, err := Seed(ctx, Source{Addr: src.Options().Addr, Password: "pw"}, dir); err == nil {
+	if _, err := Seed(ctx, Source{Addr: src.Options().Addr, Access: access.Config{Password: "pw"}}, dir); err == nil {
 		t.Fatal("a seed into a folder that holds data was not refused")
 	}
 	if _, err := ParseSeedReport("keys=1"); err == nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // clusterNode starts a real redis-server in cluster mode that serves
@@ -112,7 +114,7 @@ func TestShardedBackupRestoresEachShardIntoAClusterNode(t *testing.T) {
 	keys := make([]int64, 3)
 	for i, rc := range nodes {
 		key := folder + ShardFile(i)
-		res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error {
+		res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, size int64) error {
 			return st.Put(ctx, key, r, size)
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheops/cacheops/dayTwo/access"
 	"github.com/cacheops/cacheops/test/s3server"
 )
 
@@ -50,7 +51,7 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 		rc.Set(ctx, fmt.Sprintf("k%d", i), i, 0)
 	}
 	key := ObjectKey("team/", "default", "cache", "cache-1")
-	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error {
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, size int64) error {
 		return st.Put(ctx, key, r, size)
 	})
 	if err != nil {
@@ -137,7 +138,7 @@ func TestRestoreIntoRecognisesWhatIsThere(t *testing.T) {
 	rc := redisServer(t)
 	rc.Set(ctx, "k", "v", 0)
 	key := "x/dump.rdb"
-	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Password: "pw"}, func(ctx context.Context, r io.Reader, size int64) error { return st.Put(ctx, key, r, size) })
+	res, err := Take(ctx, Source{Addr: rc.Options().Addr, Access: access.Config{Password: "pw"}}, func(ctx context.Context, r io.Reader, size int64) error { return st.Put(ctx, key, r, size) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // Source is the Redis a dump is taken from.
 type Source struct {
-	Addr     string // host:port
-	Password string
+	Addr string // host:port
+	// Access is how to connect and authenticate.
+	Access access.Config
 	// Timeout bounds each wait for the source: the connection, and the
 	// silences while it forks and writes the snapshot (it sends a newline
 	// every second meanwhile).
@@ -55,8 +58,7 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", src.Addr)
+	conn, err := src.Access.Dial(ctx, &net.Dialer{Timeout: timeout}, src.Addr)
 	if err != nil {
 		return Result{}, fmt.Errorf("connecting to %s: %w", src.Addr, err)
 	}
@@ -76,7 +78,7 @@ func Take(ctx context.Context, src Source, put func(ctx context.Context, r io.Re
 	}
 
 	c := &syncConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), timeout: timeout, addr: src.Addr}
-	if err := c.sync(src.Password); err != nil {
+	if err := c.sync(src.Access); err != nil {
 		return Result{}, err
 	}
 	w := &watchdog{src: src, syncAt: time.Now(), giveUp: giveUp}
@@ -140,9 +142,9 @@ func (c *syncConn) command(args ...string) (string, error) {
 }
 
 // sync authenticates and asks for the snapshot.
-func (c *syncConn) sync(password string) error {
-	if password != "" {
-		reply, err := c.command("AUTH", password)
+func (c *syncConn) sync(acc access.Config) error {
+	if auth := acc.AuthCommand(); auth != nil {
+		reply, err := c.command(auth...)
 		if err != nil {
 			return fmt.Errorf("AUTH on %s: %w", c.addr, err)
 		}
@@ -260,7 +262,7 @@ func (w *watchdog) run(ctx context.Context) {
 			// save that started after this SYNC is this attempt's (or one
 			// it attached to), and each key it writes is progress. A save
 			// that was running before, or an AOF rewrite, is not.
-			st, err := ReadSaveState(ctx, w.src.Addr, w.src.Password, every)
+			st, err := ReadSaveState(ctx, w.src.Addr, w.src.Access, every)
 			if ctx.Err() != nil {
 				return
 			}
@@ -278,7 +280,7 @@ func (w *watchdog) run(ctx context.Context) {
 		if now.Sub(p.Last) >= limit {
 			se := &StallError{Addr: w.src.Addr, Timeout: limit, Progress: p}
 			if p.Size < 0 {
-				se.State, se.StateErr = ReadSaveState(ctx, w.src.Addr, w.src.Password, every*2)
+				se.State, se.StateErr = ReadSaveState(ctx, w.src.Addr, w.src.Access, every*2)
 			}
 			w.giveUp(se)
 			return

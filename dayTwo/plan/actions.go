@@ -178,3 +178,12 @@ const (
 	// backup's metadata and records the Restored condition.
 	ActionVerifyRestore ActionType = "VerifyRestore"
 )
+
+// TLS (tls.go).
+const (
+	// ActionReloadTLS looks at the certificate Pod's server presents and,
+	// when it is not the Secret's, makes the server read its certificate
+	// files again (CONFIG SET tls-cert-file), then records what it serves
+	// (Snapshot.TLS.Served).
+	ActionReloadTLS ActionType = "ReloadTLS"
+)

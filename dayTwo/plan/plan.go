@@ -14,8 +14,9 @@ import (
 // are in the order they win: a recorded restore or failover continues; a
 // lost dataset is reported; a dead master is failed over; a switchover
 // owns the roles; a wedged pod is recreated; a master that lacks data
-// replicas hold is failed over; the roles converge; then spec changes
-// (operations.go) and backups (backup.go).
+// replicas hold is failed over; a renewed certificate is loaded (tls.go);
+// the roles converge; then spec changes (operations.go) and backups
+// (backup.go).
 func Next(s Snapshot) Action {
 	if s.Sharded != nil {
 		return planSharded(s)
@@ -50,6 +51,12 @@ func Next(s Snapshot) Action {
 		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer", OnAnswer: true, Until: s.downAt(master)}
 	}
 	if a := planMasterLacksData(s, master); a.Type != ActionNone {
+		return a
+	}
+	// A renewed certificate reaches the pods before the roles converge or
+	// an operation moves on: it is one quick command per pod, and an
+	// expiring certificate stops replication and clients.
+	if a := planTLS(s); a.Type != ActionNone {
 		return a
 	}
 	if a := planRoles(s, master); a.Type != ActionNone {

@@ -106,6 +106,9 @@ func planSharded(s Snapshot) Action {
 			return a
 		}
 	}
+	if a := planTLS(s); a.Type != ActionNone {
+		return a
+	}
 	if s.Approved == nil {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}

@@ -108,6 +108,9 @@ type Snapshot struct {
 	// Sharded is the layout of a sharded cluster; nil in replication
 	// mode. The sharded planner (sharded.go) decides for it.
 	Sharded *ShardedState
+
+	// TLS is the certificate of a cluster with spec.tls; nil without.
+	TLS *TLSState
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.

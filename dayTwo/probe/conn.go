@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // infoCommand is INFO with the sections the planner reads, encoded once.
@@ -32,17 +34,18 @@ const maxReply = 16 << 20
 // INFO, CLUSTER NODES), so every command sent costs one allocation: the
 // answer.
 type conn struct {
-	ip, addr, password string
-	nc                 net.Conn
-	r                  *bufio.Reader
+	ip, addr string
+	access   access.Config
+	nc       net.Conn
+	r        *bufio.Reader
 	// failures counts the commands that failed in a row; retryAt is
 	// when the next dial may be tried.
 	failures int
 	retryAt  time.Time
 }
 
-func newConn(ip, password string) *conn {
-	return &conn{ip: ip, addr: net.JoinHostPort(ip, "6379"), password: password}
+func newConn(ip string, acc access.Config) *conn {
+	return &conn{ip: ip, addr: net.JoinHostPort(ip, "6379"), access: acc}
 }
 
 // errBackoff: the pod failed the last attempts and the backoff has not
@@ -68,7 +71,7 @@ func (c *conn) pipeline(ctx context.Context, cmds [][]byte, timeout, period time
 }
 
 // exchange sends encoded commands in one write and reads their answers
-// into out, in order. Dialing (and AUTH), sending and reading all share
+// into out, in order. Dialing (with the TLS handshake and AUTH), sending and reading all share
 // one deadline, timeout from now, as a new connection per probe had: a
 // frozen process times out alike on a connection that was open before it
 // froze and on a new one.
@@ -130,8 +133,7 @@ func (c *conn) send(ctx context.Context, cmds [][]byte, out []string, deadline t
 }
 
 func (c *conn) dial(ctx context.Context, deadline time.Time) error {
-	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	nc, err := c.access.Dial(ctx, &net.Dialer{Deadline: deadline, KeepAlive: -1}, c.addr)
 	if err != nil {
 		return err
 	}
@@ -141,13 +143,14 @@ func (c *conn) dial(ctx context.Context, deadline time.Time) error {
 	} else {
 		c.r.Reset(nc)
 	}
-	if c.password == "" {
+	auth := c.access.AuthCommand()
+	if auth == nil {
 		return nil
 	}
 	if err := nc.SetDeadline(deadline); err != nil {
 		return err
 	}
-	if _, err := c.roundTrip(encodeCommand("AUTH", c.password)); err != nil {
+	if _, err := c.roundTrip(encodeCommand(auth...)); err != nil {
 		return fmt.Errorf("AUTH: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // The probe tests run real redis-server processes on 127.0.200.x, an
@@ -75,7 +76,7 @@ func (s *server) kill() {
 // of its own (counted too).
 func (s *server) connectionsReceived(t *testing.T) int {
 	t.Helper()
-	c := newConn(s.ip, s.password)
+	c := newConn(s.ip, access.Config{Password: s.password})
 	defer c.close()
 	info, err := c.do(context.Background(), encodeCommand("INFO", "stats"), time.Second, time.Second)
 	if err != nil {
@@ -98,7 +99,7 @@ func (s *server) connectionsReceived(t *testing.T) int {
 func TestProbesReuseOneConnection(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.1", "secret")
-	c := newConn(s.ip, s.password)
+	c := newConn(s.ip, access.Config{Password: s.password})
 	defer c.close()
 	target := Target{Pod: "c-0", IP: s.ip}
 	o := probe(context.Background(), c, target, time.Second, time.Second)
@@ -121,7 +122,7 @@ func TestProbesReuseOneConnection(t *testing.T) {
 func TestAFrozenPodTimesOutOnAnOpenConnection(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.2", "")
-	c := newConn(s.ip, "")
+	c := newConn(s.ip, access.Config{})
 	defer c.close()
 	target := Target{Pod: "c-0", IP: s.ip}
 	g.Expect(probe(context.Background(), c, target, time.Second, time.Second).Reachable).To(BeTrue())
@@ -130,7 +131,7 @@ func TestAFrozenPodTimesOutOnAnOpenConnection(t *testing.T) {
 	o := probe(context.Background(), c, target, 200*time.Millisecond, time.Second)
 	g.Expect(o.Reachable).To(BeFalse())
 	g.Expect(o.Err).To(ContainSubstring("i/o timeout"))
-	fresh := ProbeOnce(context.Background(), target, "", 200*time.Millisecond)
+	fresh := ProbeOnce(context.Background(), target, access.Config{}, 200*time.Millisecond)
 	g.Expect(fresh.Reachable).To(BeFalse())
 	g.Expect(fresh.Err).To(ContainSubstring("i/o timeout"), "a new connection times out alike")
 
@@ -147,7 +148,7 @@ func TestAFrozenPodTimesOutOnAnOpenConnection(t *testing.T) {
 func TestARestartedPodIsSeenAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.3", "pw")
-	c := newConn(s.ip, "pw")
+	c := newConn(s.ip, access.Config{Password: "pw"})
 	defer c.close()
 	target := Target{Pod: "c-0", IP: s.ip}
 	first := probe(context.Background(), c, target, time.Second, time.Second)
@@ -164,7 +165,7 @@ func TestARestartedPodIsSeenAtOnce(t *testing.T) {
 // maxRedialPeriods periods.
 func TestADownPodIsRedialedWithBackoff(t *testing.T) {
 	g := NewWithT(t)
-	c := newConn("127.0.200.4", "")
+	c := newConn("127.0.200.4", access.Config{})
 	period := time.Hour
 	_, err := c.do(context.Background(), infoCommand, time.Second, period)
 	g.Expect(err).To(HaveOccurred())
@@ -179,7 +180,7 @@ func TestADownPodIsRedialedWithBackoff(t *testing.T) {
 
 	// A wrong password is a failed attempt too.
 	s := startServer(t, "127.0.200.5", "right")
-	wrong := newConn(s.ip, "wrong")
+	wrong := newConn(s.ip, access.Config{Password: "wrong"})
 	_, err = wrong.do(context.Background(), infoCommand, time.Second, time.Second)
 	g.Expect(err).To(MatchError(ContainSubstring("AUTH")))
 	g.Expect(wrong.nc).To(BeNil())
@@ -219,7 +220,7 @@ func TestReadReply(t *testing.T) {
 func TestAProbeAllocatesOnlyTheAnswer(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.6", "")
-	c := newConn(s.ip, "")
+	c := newConn(s.ip, access.Config{})
 	defer c.close()
 	ctx := context.Background()
 	_, err := c.do(ctx, infoCommand, time.Second, time.Second)
@@ -243,7 +244,7 @@ func TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster(t *testing.T
 	defer p.Stop()
 	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	key := types.NamespacedName{Namespace: "ns", Name: "c"}
-	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, "pw", 20*time.Millisecond)
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, access.Config{Password: "pw"}, 20*time.Millisecond)
 	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }).Should(BeTrue())
 	first := <-p.Events()
 	g.Expect(first.Object).To(Equal(Wake{Key: key}), "news, not trouble")
@@ -278,11 +279,11 @@ func TestAClusterWithoutAddressesIsProbedWhenItGetsOne(t *testing.T) {
 	defer p.Stop()
 	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	key := types.NamespacedName{Namespace: "ns", Name: "c"}
-	p.Ensure(cc, nil, "", time.Hour)
+	p.Ensure(cc, nil, access.Config{}, time.Hour)
 	g.Consistently(p.Events(), 100*time.Millisecond).ShouldNot(Receive(), "nothing to probe, nothing to tell")
 	g.Expect(p.Observations(key)).To(BeEmpty())
 
-	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, "", time.Hour)
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, access.Config{}, time.Hour)
 	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }, time.Second).Should(BeTrue(),
 		"probed when the address comes, not an hour later")
 }

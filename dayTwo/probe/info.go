@@ -5,16 +5,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // ProbeOnce asks one pod's Redis for its replication state, within the
 // given timeout, on a connection of its own that it closes: a look taken
 // beside the periodic probes, never waiting behind one.
-func ProbeOnce(ctx context.Context, t Target, password string, timeout time.Duration) Observation {
+func ProbeOnce(ctx context.Context, t Target, acc access.Config, timeout time.Duration) Observation {
 	if t.IP == "" {
 		return Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now(), Err: "pod has no address"}
 	}
-	c := newConn(t.IP, password)
+	c := newConn(t.IP, acc)
 	defer c.close()
 	return probe(ctx, c, t, timeout, timeout)
 }

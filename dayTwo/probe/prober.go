@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // Observation is what one probe of one pod's Redis saw. LastSeen is the
@@ -110,12 +111,12 @@ type Prober struct {
 }
 
 type clusterProbe struct {
-	cancel   context.CancelFunc
-	mu       sync.Mutex
-	targets  []Target
-	password string
-	period   time.Duration
-	results  map[string]Observation
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	targets []Target
+	access  access.Config
+	period  time.Duration
+	results map[string]Observation
 	// runs remembers, per pod name, the last run of redis-server seen
 	// there, across pod recreation (a lost volume comes back as a new
 	// pod with the same name).
@@ -140,7 +141,7 @@ func NewProber() *Prober {
 func (p *Prober) Events() <-chan event.TypedGenericEvent[Wake] { return p.events }
 
 // Ensure starts or updates the probing of one cluster.
-func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, password string, period time.Duration) {
+func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, acc access.Config, period time.Duration) {
 	key := types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
 	p.mu.Lock()
 	cp, ok := p.clusters[key]
@@ -148,17 +149,17 @@ func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, passwo
 		ctx, cancel := context.WithCancel(context.Background())
 		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}, changed: make(chan struct{}, 1)}
 		p.clusters[key] = cp
-		cp.set(targets, password, period)
+		cp.set(targets, acc, period)
 		go p.run(ctx, key, cp)
 	}
 	p.mu.Unlock()
-	cp.set(targets, password, period)
+	cp.set(targets, acc, period)
 }
 
-func (cp *clusterProbe) set(targets []Target, password string, period time.Duration) {
+func (cp *clusterProbe) set(targets []Target, acc access.Config, period time.Duration) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	cp.targets, cp.password, cp.period = targets, password, period
+	cp.targets, cp.access, cp.period = targets, acc, period
 	select {
 	case cp.changed <- struct{}{}:
 	default:
@@ -282,9 +283,9 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 	for {
 		cp.mu.Lock()
 		targets := append([]Target(nil), cp.targets...)
-		password, period := cp.password, cp.period
+		acc, period := cp.access, cp.period
 		cp.mu.Unlock()
-		keepConns(conns, targets, password)
+		keepConns(conns, targets, acc)
 		if len(targets) == 0 {
 			// No pod has an address yet: nothing to probe until Ensure
 			// names one (a cluster whose pods are not scheduled does
@@ -336,13 +337,13 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 }
 
 // keepConns closes the connections of pods that are gone, moved to
-// another address or need another password, and opens (lazily) one for
-// every new target.
-func keepConns(conns map[string]*conn, targets []Target, password string) {
+// another address or reached another way (a new password, new TLS
+// settings), and opens (lazily) one for every new target.
+func keepConns(conns map[string]*conn, targets []Target, acc access.Config) {
 	for pod, c := range conns {
 		keep := false
 		for _, t := range targets {
-			keep = keep || (t.Pod == pod && t.IP == c.ip && password == c.password)
+			keep = keep || (t.Pod == pod && t.IP == c.ip && acc == c.access)
 		}
 		if !keep {
 			c.close()
@@ -351,7 +352,7 @@ func keepConns(conns map[string]*conn, targets []Target, password string) {
 	}
 	for _, t := range targets {
 		if _, ok := conns[t.Pod]; !ok && t.IP != "" {
-			conns[t.Pod] = newConn(t.IP, password)
+			conns[t.Pod] = newConn(t.IP, acc)
 		}
 	}
 }
@@ -474,9 +475,9 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 		return
 	}
 	cp.mu.Lock()
-	password := cp.password
+	acc := cp.access
 	cp.mu.Unlock()
-	cp.record(ProbeOnce(ctx, t, password, timeout))
+	cp.record(ProbeOnce(ctx, t, acc, timeout))
 }
 
 // significant tells changes the planner must react to.

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 func TestParseInfo(t *testing.T) {
@@ -143,7 +144,7 @@ func TestAWakeUpThatFindsTheChannelFullIsSentLater(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "c"}
 	// Nothing listens there: every probe fails at once, and only the
 	// first one is news.
-	p.Ensure(cc, []Target{{Pod: "c-0", IP: "127.0.200.9"}}, "", 20*time.Millisecond)
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: "127.0.200.9"}}, access.Config{}, 20*time.Millisecond)
 	g.Eventually(func() int { return len(p.Observations(key)) }).Should(Equal(1))
 	time.Sleep(100 * time.Millisecond)
 	g.Expect((<-p.Events()).Object.Key).To(Equal(other))

@@ -218,7 +218,21 @@ func liveMeta(live *unstructured.Unstructured) metav1.Object {
 func (r *Reconciler) getLive(ctx context.Context, reader client.Reader, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
 	typed, err := r.Client.Scheme().New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
+		if gvk != CertificateGVK {
+			return nil, fmt.Errorf("kind %s is not known to the operator: %w", gvk, err)
+		}
+		// cert-manager's Certificate (spec.tls.issuerRef) is not in the
+		// scheme nor cached: it is read from the API server, for the
+		// clusters with an issuer only.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := r.APIReader.Get(ctx, key, u); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		return u, nil
 	}
 	obj := typed.(client.Object)
 	if err := reader.Get(ctx, key, obj); err != nil {
@@ -370,6 +384,24 @@ func (r *Reconciler) listChildren(ctx context.Context, cc *cachev1alpha1.CacheCl
 			}
 			item.GetObjectKind().SetGroupVersionKind(gvk)
 			out = append(out, item)
+		}
+	}
+	if cc.Spec.TLS.IssuerRef == nil {
+		return out, nil
+	}
+	// Only a cluster with an issuer has a cert-manager Certificate (the
+	// issuer cannot change); the kind is not in the scheme, nor cached.
+	certs := &unstructured.UnstructuredList{}
+	certs.SetGroupVersionKind(CertificateGVK.GroupVersion().WithKind(CertificateGVK.Kind + "List"))
+	if err := r.Client.List(ctx, certs, client.InNamespace(cc.Namespace), ownedLabels(cc)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return out, nil
+		}
+		return nil, fmt.Errorf("listing Certificates: %w", err)
+	}
+	for i := range certs.Items {
+		if metav1.IsControlledBy(&certs.Items[i], cc) {
+			out = append(out, &certs.Items[i])
 		}
 	}
 	return out, nil

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
@@ -62,6 +63,9 @@ type Reconciler struct {
 	// Workers is how many CacheClusters are reconciled at once; zero
 	// means DefaultWorkers.
 	Workers int
+	// TLSCADuration is the lifetime of the CA the operator keeps for a
+	// cluster with spec.tls and no issuer; zero means DefaultCADuration.
+	TLSCADuration time.Duration
 }
 
 // DefaultWorkers is the day-one controller's default number of concurrent
@@ -141,6 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{cc: cc, now: time.Now()}
 	steps := []step{
 		{"auth", r.ensureAuthSecret},
+		{"tls", r.ensureTLS},
 		{"backup", r.checkBackup},
 		{"render", r.render},
 		{"apply", r.apply},
@@ -387,6 +392,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 		return out
+	}))
+	// cert-manager's Secret of a cluster with an issuer is cert-manager's,
+	// not the cluster's; its label (the Certificate's secretTemplate)
+	// names the cluster.
+	b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[cachev1alpha1.LabelCluster]
+		if name == "" || metav1.GetControllerOf(o) != nil {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 	}))
 	// Pods belong to the StatefulSet, not to the CacheCluster; their label
 	// names the cluster.

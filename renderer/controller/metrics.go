@@ -44,6 +44,9 @@ func observeReconcile(controller string, start time.Time, err error) {
 type phaseCollector struct {
 	reader cache.Cache
 	desc   *prometheus.Desc
+	// expiry and renewal are the certificates' times from status.tls,
+	// read in the same pass.
+	expiry, renewal *prometheus.Desc
 }
 
 var allPhases = []cachev1alpha1.Phase{
@@ -52,7 +55,13 @@ var allPhases = []cachev1alpha1.Phase{
 	cachev1alpha1.PhaseDegraded, cachev1alpha1.PhaseFailed,
 }
 
-func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	if c.expiry != nil {
+		ch <- c.expiry
+		ch <- c.renewal
+	}
+}
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	list := &cachev1alpha1.CacheClusterList{}
@@ -63,6 +72,19 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counts := map[cachev1alpha1.Phase]int{}
 	for _, cc := range list.Items {
+		if t := cc.Status.TLS; t != nil && c.expiry != nil {
+			// Certificates, from status.tls: their expiry and the
+			// renewal the operator (or cert-manager) is due to make.
+			if t.NotAfter != nil {
+				ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(t.NotAfter.Unix()), cc.Namespace, cc.Name, "server")
+			}
+			if t.CANotAfter != nil {
+				ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(t.CANotAfter.Unix()), cc.Namespace, cc.Name, "ca")
+			}
+			if t.RenewalTime != nil {
+				ch <- prometheus.MustNewConstMetric(c.renewal, prometheus.GaugeValue, float64(t.RenewalTime.Unix()), cc.Namespace, cc.Name)
+			}
+		}
 		phase := cc.Status.Phase
 		if phase == "" {
 			phase = cachev1alpha1.PhasePending
@@ -76,12 +98,19 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 
 var registerPhaseOnce sync.Once
 
-// registerPhaseMetric registers cacheops_clusters once per process.
+// registerPhaseMetric registers cacheops_clusters and the certificate
+// times once per process.
 func registerPhaseMetric(c cache.Cache) {
 	registerPhaseOnce.Do(func() {
 		metrics.Registry.MustRegister(&phaseCollector{
 			reader: c,
 			desc:   prometheus.NewDesc("cacheops_clusters", "CacheClusters by phase.", []string{"phase"}, nil),
+			expiry: prometheus.NewDesc("cacheops_tls_certificate_expiry_timestamp_seconds",
+				"When a CacheCluster's certificate expires (Unix time): the server certificate in Secret <name>-tls, and the CA the operator keeps.",
+				[]string{"namespace", "cluster", "certificate"}, nil),
+			renewal: prometheus.NewDesc("cacheops_tls_certificate_renewal_timestamp_seconds",
+				"When a CacheCluster's server certificate is due for renewal (Unix time): its expiry minus spec.tls.renewBefore.",
+				[]string{"namespace", "cluster"}, nil),
 		})
 	})
 }

@@ -87,7 +87,7 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 	g.Skip["status"] = true // a create ignores status
 	// Most restores are refused (one source, exactly); set it less often
 	// so that enough objects are admitted.
-	g.Chance["spec.restore"] = 0.1
+	g.Chance["spec.restore"] = 0.07
 	// A sharded layout is refused in replication mode and needed in
 	// sharded mode: the parts come alone rarely (both sides of each rule);
 	// shardedLayout makes a fifth of the objects consistently sharded.
@@ -117,6 +117,21 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 	g.ValuesChance["spec.scheduling.spread"] = 0.95
 	// An allowed client needs a selector; most generated ones have none.
 	g.Chance["spec.network.allowedClients"] = 0.05
+	// TLS: durations a person writes, some wrong (renewBefore not
+	// shorter than duration, too short for cert-manager), an issuer
+	// sometimes (with enabled, mostly).
+	g.Chance["spec.tls"] = 0.15
+	g.Values["spec.tls.enabled"] = []any{true, true, true, false}
+	g.ValuesChance["spec.tls.enabled"] = 1
+	g.Chance["spec.tls.issuerRef"] = 0.1
+	g.Values["spec.tls.duration"] = []any{"90d", "2160h", "30d", "90d", "1h", "10m", "3m"}
+	g.ValuesChance["spec.tls.duration"] = 0.95
+	g.Values["spec.tls.renewBefore"] = []any{"7d", "168h", "1d", "7d", "30m", "2m", "90d"}
+	g.ValuesChance["spec.tls.renewBefore"] = 0.95
+	g.Values["spec.tls.issuerRef.kind"] = []any{"Issuer", "ClusterIssuer", "AWSPCAClusterIssuer", "issuer"}
+	g.ValuesChance["spec.tls.issuerRef.kind"] = 0.9
+	g.Values["spec.tls.issuerRef.group"] = []any{"cert-manager.io", "cert-manager.io", "awspca.cert-manager.io"}
+	g.ValuesChance["spec.tls.issuerRef.group"] = 0.9
 	configValues(g)
 	for _, p := range []string{"spec.resources.limits", "spec.resources.requests"} {
 		g.Keys[p] = []string{"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "example.com/gpu", "memory"}

@@ -108,7 +108,7 @@ func runSuite(m *testing.M) int {
 		}
 	}
 	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "charts", "cacheops", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "charts", "cacheops", "crds"), filepath.Join(repoRoot(), "test", "testdata", "cert-manager")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}

@@ -4,6 +4,8 @@ package benchmarks
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -50,7 +52,8 @@ const detection = time.Second
 // application sees. "baseline" is Redis Sentinel (three sentinels, quorum
 // 2, down-after-milliseconds 1000, a go-redis client that follows
 // Sentinel); "cacheops" is the operator on the process-backed cluster with
-// probeTimeoutSeconds 1, writing through the client Service's endpoint.
+// probeTimeoutSeconds 1, writing through the client Service's endpoint;
+// "cacheops-tls" the same with spec.tls.
 // Each iteration is one failover; run with -benchtime 10x.
 func BenchmarkFailover(b *testing.B) {
 	b.Run("baseline", func(b *testing.B) {
@@ -71,6 +74,20 @@ func BenchmarkFailover(b *testing.B) {
 		var runs []time.Duration
 		for i := 0; i < b.N; i++ {
 			runs = append(runs, cacheopsFailover(b, c, k8s, i))
+		}
+		report(b, runs)
+	})
+	// The same with spec.tls: the operator's probes and commands, the
+	// replicas' links and the client all speak TLS. Beside "cacheops" in
+	// the same run, it is the cost of TLS on a failover.
+	b.Run("cacheops-tls", func(b *testing.B) {
+		b.StopTimer()
+		root := repoRoot()
+		c, k8s, stop := startOperatorCluster(b, root, filepath.Join(root, "bin"))
+		defer stop()
+		var runs []time.Duration
+		for i := 0; i < b.N; i++ {
+			runs = append(runs, cacheopsFailoverWith(b, c, k8s, i, true))
 		}
 		report(b, runs)
 	})
@@ -278,6 +295,12 @@ func startOperatorCluster(b *testing.B, root, bin string) (*cluster.Cluster, cli
 }
 
 func cacheopsFailover(b *testing.B, c *cluster.Cluster, k8s client.Client, i int) time.Duration {
+	return cacheopsFailoverWith(b, c, k8s, i, false)
+}
+
+// cacheopsFailoverWith is one failover of a new three-pod cluster, with
+// spec.tls when withTLS (the client then trusts ConfigMap fo-ca).
+func cacheopsFailoverWith(b *testing.B, c *cluster.Cluster, k8s client.Client, i int, withTLS bool) time.Duration {
 	b.StopTimer()
 	ctx := context.Background()
 	ns := fmt.Sprintf("bench-failover-%d", i)
@@ -290,6 +313,7 @@ func cacheopsFailover(b *testing.B, c *cluster.Cluster, k8s client.Client, i int
 		Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three,
 			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: int32(detection.Seconds())}},
 	}
+	cc.Spec.TLS.Enabled = withTLS
 	if err := k8s.Create(ctx, cc); err != nil {
 		b.Fatal(err)
 	}
@@ -300,6 +324,17 @@ func cacheopsFailover(b *testing.B, c *cluster.Cluster, k8s client.Client, i int
 		b.Fatal(err)
 	}
 	sc := &serviceClient{k8s: k8s, ns: ns, service: "fo", password: string(secret.Data["password"])}
+	if withTLS {
+		bundle := &corev1.ConfigMap{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fo-ca"}, bundle); err != nil {
+			b.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(bundle.Data["ca.crt"])) {
+			b.Fatal("ConfigMap fo-ca holds no CA")
+		}
+		sc.tls = &tls.Config{RootCAs: pool, ServerName: "fo." + ns + ".svc", MinVersion: tls.VersionTLS12}
+	}
 	defer sc.Close()
 	if _, err := ackedWrite(ctx, sc, 30*time.Second); err != nil {
 		b.Fatal(err)
@@ -327,6 +362,8 @@ type serviceClient struct {
 	password     string
 	addr         string
 	lastResolved time.Time
+	// tls, when set, is the client side of TLS (spec.tls).
+	tls *tls.Config
 }
 
 func (s *serviceClient) resolve(ctx context.Context) error {
@@ -342,7 +379,7 @@ func (s *serviceClient) resolve(ctx context.Context) error {
 						_ = s.Client.Close()
 					}
 					s.addr = e.Addresses[0]
-					s.Client = redis.NewClient(&redis.Options{Addr: s.addr + ":6379", Password: s.password, DialTimeout: 200 * time.Millisecond,
+					s.Client = redis.NewClient(&redis.Options{Addr: s.addr + ":6379", Password: s.password, TLSConfig: s.tls, DialTimeout: 200 * time.Millisecond,
 						ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
 				}
 				return nil

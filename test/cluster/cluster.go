@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +33,15 @@ type Options struct {
 	Bridge string
 	// ControlPlaneOnly starts no nodes, no pod network and no provisioner.
 	ControlPlaneOnly bool
+	// VolumeRefreshPeriod is how often a node brings its running pods'
+	// configMap, secret, projected and downwardAPI volumes up to date, as
+	// the kubelet does on its sync loop (up to about a minute there);
+	// default DefaultVolumeRefreshPeriod.
+	VolumeRefreshPeriod time.Duration
 }
+
+// DefaultVolumeRefreshPeriod is Options.VolumeRefreshPeriod's default.
+const DefaultVolumeRefreshPeriod = 10 * time.Second
 
 // Cluster is a running cluster. Stop it when done.
 type Cluster struct {

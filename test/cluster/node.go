@@ -126,6 +126,11 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 	nctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = n.Run(nctx) }()
 	go prov.resync(nctx)
+	refresh := c.opts.VolumeRefreshPeriod
+	if refresh <= 0 {
+		refresh = DefaultVolumeRefreshPeriod
+	}
+	go prov.refreshVolumes(nctx, refresh)
 	waitCtx, waitCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer waitCancel()
 	if err := n.WaitReady(waitCtx, 60*time.Second); err != nil {

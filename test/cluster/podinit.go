@@ -83,11 +83,23 @@ func podInit(specFile string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	for _, m := range s.Mounts {
+	// A mount can hide the source of a later one (the pod's /tmp over the
+	// node's folders under /tmp, where a secret volume after it lives):
+	// every source is opened first and mounted through its descriptor, as
+	// runc does.
+	sources := make([]string, len(s.Mounts))
+	for i, m := range s.Mounts {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", m.Source, err)
+		}
+		sources[i] = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
+	for i, m := range s.Mounts {
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
 			return fmt.Errorf("mount point %s: %w", m.Target, err)
 		}
-		if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		if err := unix.Mount(sources[i], m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind-mounting %s at %s: %w", m.Source, m.Target, err)
 		}
 		if m.ReadOnly {

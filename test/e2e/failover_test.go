@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"sync"
@@ -25,6 +26,8 @@ import (
 // it) and remembers only confirmed writes. Verify reads them back.
 type workload struct {
 	ns, cluster, password string
+	// tls, when set, is the client side of TLS (a cluster with spec.tls).
+	tls *tls.Config
 
 	// sticky keeps the connection until a write fails, as an application
 	// behind a Service does (open connections outlive endpoint changes);
@@ -43,6 +46,8 @@ type workload struct {
 	// every, when set, is the least time between two writes: it bounds
 	// the keys the workload adds, whatever the machine's speed.
 	every time.Duration
+	// errs counts the failed writes' errors by text (at most 20 texts).
+	errs map[string]int
 }
 
 func startWorkload(ns, cluster, password string) *workload {
@@ -127,7 +132,7 @@ func (w *workload) run() {
 			addr = ep
 		}
 		if rc == nil {
-			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Password: w.password, DialTimeout: 300 * time.Millisecond,
+			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Password: w.password, TLSConfig: w.tls, DialTimeout: 300 * time.Millisecond,
 				ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
 		}
 		key, val := fmt.Sprintf("w:%06d", i), fmt.Sprintf("v%d-%d", i, time.Now().UnixNano())
@@ -150,6 +155,14 @@ func (w *workload) run() {
 		}
 		w.mu.Lock()
 		w.failures++
+		if err != nil {
+			if w.errs == nil {
+				w.errs = map[string]int{}
+			}
+			if _, ok := w.errs[err.Error()]; ok || len(w.errs) < 20 {
+				w.errs[err.Error()]++
+			}
+		}
 		w.mu.Unlock()
 		_ = rc.Close()
 		rc = nil
@@ -173,7 +186,7 @@ func (w *workload) Verify(g Gomega) (checked int, lost []string) {
 		ep, err = w.masterEndpoint(ctx)
 		return err
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	rc := redisAt(ep, w.password)
+	rc := redisAtTLS(ep, w.password, w.tls)
 	defer rc.Close()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -304,7 +317,7 @@ func waitReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.Ca
 		}
 		g.Expect(masters).To(Equal(1))
 		master := pod(g, cc.Namespace, got.Status.CurrentMaster)
-		rc := redisAt(master.Status.PodIP, password(g, cc.Namespace, cc.Name))
+		rc := redisAtTLS(master.Status.PodIP, password(g, cc.Namespace, cc.Name), clusterTLS(g, got))
 		defer rc.Close()
 		info, err := rc.Info(context.Background(), "replication").Result()
 		g.Expect(err).NotTo(HaveOccurred())
@@ -590,7 +603,7 @@ func waitAllReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1
 				continue
 			}
 			p := pod(g, cc.Namespace, n.PodName)
-			rc := redisAt(p.Status.PodIP, pw)
+			rc := redisAtTLS(p.Status.PodIP, pw, clusterTLS(g, got))
 			info, err := rc.Info(context.Background(), "replication").Result()
 			_ = rc.Close()
 			g.Expect(err).NotTo(HaveOccurred())

@@ -30,7 +30,7 @@ func waitShardsServing(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.
 		}
 		pw := password(g, cc.Namespace, cc.Name)
 		for o := range cc.DesiredReplicas() {
-			rc := redisAt(pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP, pw)
+			rc := redisAtTLS(pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP, pw, clusterTLS(g, cc))
 			info, err := rc.ClusterInfo(context.Background()).Result()
 			rc.Close()
 			g.Expect(err).NotTo(HaveOccurred())
@@ -53,7 +53,9 @@ func clusterClientWith(g Gomega, cc *cachev1alpha1.CacheCluster, dial, rw time.D
 	for o := range cc.DesiredReplicas() {
 		addrs = append(addrs, pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP+":6379")
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password(g, cc.Namespace, cc.Name),
+	// With TLS the client follows MOVED to addresses: it checks the
+	// Service's name, which every node's certificate carries.
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password(g, cc.Namespace, cc.Name), TLSConfig: clusterTLS(g, cc),
 		DialTimeout: dial, ReadTimeout: rw, WriteTimeout: rw})
 }
 

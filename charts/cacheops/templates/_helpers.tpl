@@ -131,4 +131,12 @@ CacheCluster's spec.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# spec.tls.issuerRef: the cert-manager Certificate the chart renders, and
+# its requests, whose conditions say why an issuer does not sign.
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificaterequests"]
+  verbs: ["list"]
 {{- end }}
