@@ -138,8 +138,9 @@ func servedCertificate(ctx context.Context, ip string, acc access.Config) (plan.
 }
 
 // setCertificateLoaded keeps the CertificateLoaded condition: True once
-// every reachable pod serves the Secret's certificate, with an Event when
-// it becomes so; removed without TLS.
+// every reachable pod serves the Secret's certificate, with an Event each
+// time a certificate other than the one recorded is loaded everywhere;
+// removed without TLS.
 func setCertificateLoaded(s *scope) {
 	cur := meta.FindStatusCondition(s.cc.Status.Conditions, cachev1alpha1.ConditionCertificateLoaded)
 	if s.snap.TLS == nil {
@@ -164,7 +165,10 @@ func setCertificateLoaded(s *scope) {
 			Type: cachev1alpha1.ConditionCertificateLoaded, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
 		})
 	})
-	if ok && cur != nil && cur.Status != metav1.ConditionTrue {
+	// Loaded after a renewal: from False (a pod served the old one when
+	// looked at) or straight from True with the old serial (every pod
+	// reloaded before day-two saw one serve the old certificate).
+	if ok && cur != nil {
 		s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventCertificateLoaded, "ReloadTLS", "%s", msg)
 	}
 }
