@@ -264,7 +264,7 @@ func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
 		plan.ActionClusterReplicate: {a.Pod, a.Master},
 		plan.ActionSlotsMigrating:   {a.Pod, a.Master}, plan.ActionMigrateKeys: {a.Pod, a.Master},
 		plan.ActionSlotsAssign: append([]string{a.Pod, a.Master}, a.Pods...), plan.ActionClusterForget: {a.Pod}, plan.ActionClusterReset: {a.Pod},
-		plan.ActionSlotsReimport: {a.Pod, a.Master},
+		plan.ActionSlotsReimport: {a.Pod, a.Master}, plan.ActionShardFailover: {a.Pod, a.Master},
 	}
 	for _, name := range changed[a.Type] {
 		if p, ok := s.snap.Pod(name); ok {

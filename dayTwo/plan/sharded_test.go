@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -18,6 +20,13 @@ import (
 type redisCluster struct {
 	shards, perShard int
 	nodes            []*modelNode
+	// The rollout's world (shard_rollout_test.go): the StatefulSet's
+	// revision of each template it rendered, the pre-check pod, the data
+	// checks and the switchover the operator remembers.
+	revs       map[string]string
+	precheck   *PrecheckState
+	dataChecks map[string]DataCheck
+	issuedAt   time.Time
 }
 
 type modelNode struct {
@@ -28,6 +37,10 @@ type modelNode struct {
 	slots    []probe.SlotRange
 	down     bool
 	label    string
+	// rev is the StatefulSet revision of the pod; run counts its
+	// server's starts (its run_id).
+	rev string
+	run int
 	// Resharding: the slots marked on the node's own line, the keys it
 	// holds by slot, the nodes it was told to forget.
 	migrating, importing map[int]string
@@ -94,10 +107,19 @@ func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
 }
 
 func (c *redisCluster) snapshot() Snapshot {
-	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard},
-		Spec: cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard)}}
+	spec := cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard), Version: "7.0.15"}
+	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard}, Spec: spec}
+	c.workload(&s)
 	for o, n := range c.nodes {
 		p := pod(c.name(o), n.ip, "master", "", n.label, 0, 0)
+		if n.masterID != "" {
+			for _, m := range c.nodes {
+				if m.id == n.masterID {
+					p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.ip, true
+				}
+			}
+		}
+		p.Ready, p.Revision, p.Obs.RunID = true, cmp.Or(n.rev, "r1"), fmt.Sprintf("%s@%d", c.name(o), n.run)
 		for _, k := range n.keys {
 			p.Obs.Keys += int64(k)
 		}
@@ -137,7 +159,9 @@ func (c *redisCluster) apply(t testing.TB, s *Snapshot, a Action) {
 	case ActionApprove:
 		s.Approved = a.Values
 	default:
-		c.applyReshard(t, s, a)
+		if !c.applyRollout(t, s, a) {
+			c.applyReshard(t, s, a)
+		}
 	}
 }
 
@@ -157,7 +181,8 @@ func (c *redisCluster) applyReshard(t testing.TB, s *Snapshot, a Action) {
 		s.Approved = a.Values
 		want := int(a.Values.Replicas)
 		for o := len(c.nodes); o < want; o++ {
-			c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true})
+			// A new pod is made from the StatefulSet's current template.
+			c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true, rev: s.StatefulSet.UpdateRevision})
 		}
 		for _, n := range c.nodes[min(want, len(c.nodes)):] {
 			for _, m := range c.nodes[:want] {
@@ -249,6 +274,8 @@ func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	for range 3000 {
 		fresh := c.snapshot()
 		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
+		fresh.Blocked, fresh.Now, fresh.StepDeadline = s.Blocked, s.Now, s.StepDeadline
+		c.workload(&fresh)
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
 			return append(steps, a), fresh
@@ -427,18 +454,6 @@ func TestShardedAfterFailoverSettles(t *testing.T) {
 	steps, end := c.run(t, s)
 	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionUnlabel, ActionLabelReplica, ActionLabelMaster, ActionRecordShards, ActionNone}))
 	g.Expect(end.Sharded.Recorded[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "c-3", Replicas: []string{"c-2"}}))
-}
-
-// A spec change of a sharded cluster is not rolled out yet: the planner
-// says so instead of running a replication-mode operation.
-func TestShardedSpecChangeWaits(t *testing.T) {
-	g := NewWithT(t)
-	c := newRedisCluster(3, 2)
-	_, s := c.run(t, c.snapshot())
-	s.Spec.Version = "7.2.0"
-	a := Next(s)
-	g.Expect(a.Type).To(Equal(ActionWait))
-	g.Expect(a.Reason).To(ContainSubstring("not rolled out yet"))
 }
 
 func eachSlot(rs []probe.SlotRange, f func(int)) {
