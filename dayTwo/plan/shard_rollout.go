@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -62,7 +63,10 @@ func planShardedOperation(v shardedView) Action {
 	s := v.s
 	op := s.Operation
 	if op == nil {
-		return nextPodChange(s)
+		if a := nextPodChange(s); a.Type != ActionNone {
+			return a
+		}
+		return nextClusterParameters(v)
 	}
 	switch op.Type {
 	case cachev1alpha1.OperationUpgrade:
@@ -76,7 +80,7 @@ func planShardedOperation(v shardedView) Action {
 		}
 		return planShardRestart(v, *op.Target, false)
 	case cachev1alpha1.OperationReconfigure:
-		return planReconfigure(s)
+		return planShardedReconfigure(v)
 	}
 	return Action{Type: ActionWait, Reason: fmt.Sprintf("operation %s of type %s is not run for a sharded cluster", op.ID, op.Type)}
 }
@@ -318,4 +322,68 @@ func shardedSeedSource(s Snapshot) (PodState, bool) {
 		}
 	}
 	return PodState{}, false
+}
+
+// clusterParametersToSet are the cluster parameters some node that answers
+// runs with another value than spec asks (a change of
+// spec.highAvailability), with the value asked for.
+func (v shardedView) clusterParametersToSet() map[string]string {
+	out := map[string]string{}
+	for _, p := range v.pods {
+		cv := v.views[p.Name]
+		if cv == nil {
+			continue
+		}
+		for k, want := range v.s.Sharded.Parameters {
+			if got, ok := cv.Parameters[k]; ok && !renderer.SameParam(got, want) {
+				out[k] = want
+			}
+		}
+	}
+	return out
+}
+
+// nextClusterParameters starts a Reconfigure when a node runs cluster
+// parameters spec no longer asks for: they follow
+// spec.highAvailability, which the pods' template does not hold.
+func nextClusterParameters(v shardedView) Action {
+	set := v.clusterParametersToSet()
+	if len(set) == 0 {
+		return Action{Type: ActionNone}
+	}
+	var from map[string]cachev1alpha1.ConfigValue
+	for _, p := range v.pods {
+		if cv := v.views[p.Name]; cv != nil && len(cv.Parameters) > 0 {
+			from = map[string]cachev1alpha1.ConfigValue{}
+			for k, val := range cv.Parameters {
+				from[k] = cachev1alpha1.ConfigValue(val)
+			}
+			break
+		}
+	}
+	reason := strings.Replace(describeConfig(from, set), ": applied live", " (spec.highAvailability): applied live", 1)
+	return Action{Type: ActionStartOperation, Reason: reason, Operation: &cachev1alpha1.OperationStatus{
+		Type: cachev1alpha1.OperationReconfigure, Reason: reason, Target: v.s.Approved.DeepCopy(),
+	}}
+}
+
+// planShardedReconfigure is planReconfigure for a sharded cluster: the
+// changed parameters of spec.config and the cluster parameters some node
+// runs with another value are set on every node at once.
+func planShardedReconfigure(v shardedView) Action {
+	s := v.s
+	op := s.Operation
+	live, _ := renderer.ConfigChange(s.Approved.Config, op.Target.Config)
+	for k, val := range v.clusterParametersToSet() {
+		live[k] = val
+	}
+	if len(live) == 0 {
+		return Action{Type: ActionCompleteOperation, Values: op.Target, Reason: "nothing left to set"}
+	}
+	for _, p := range s.Pods {
+		if !Healthy(p) {
+			return Action{Type: ActionWait, Pod: p.Name, Reason: "waiting for " + p.Name + " to answer before changing parameters"}
+		}
+	}
+	return Action{Type: ActionApplyConfig, Config: live, Values: op.Target, Reason: describeConfig(s.Approved.Config, live)}
 }

@@ -92,6 +92,13 @@ func (c *redisCluster) applyRollout(t testing.TB, s *Snapshot, a Action) bool {
 	case ActionRollback:
 		s.Approved, s.Operation = a.Values, a.Operation
 	case ActionApplyConfig:
+		for _, n := range c.nodes {
+			for k, v := range a.Config {
+				if _, ok := n.params[k]; ok {
+					n.params[k] = v
+				}
+			}
+		}
 		s.Approved, s.Operation = a.Values, nil
 	case ActionCompleteOperation:
 		if a.Values != nil {
@@ -495,4 +502,56 @@ func TestShardedChangeQueuedDuringARollout(t *testing.T) {
 	g.Expect(ops).To(Equal([]cachev1alpha1.OperationType{cachev1alpha1.OperationScaling}), "the resharding starts once the upgrade is done")
 	g.Expect(restartsOf(steps)[0]).To(Equal("c-3"))
 	g.Expect(end.Approved.Replicas).To(Equal(int32(8)))
+}
+
+// A change of spec.highAvailability reaches the nodes live: the cluster
+// parameters a node reports differently from what spec asks are set on
+// every node with CONFIG SET, nothing restarts; a live parameter of
+// spec.config changed at the same time goes with them.
+func TestShardedClusterParametersAreSetLive(t *testing.T) {
+	g := NewWithT(t)
+	c, s := formedSharded(t)
+	for _, n := range c.nodes {
+		n.params = map[string]string{"cluster-node-timeout": "5000", "cluster-replica-no-failover": "no"}
+	}
+	s.Sharded.Parameters = map[string]string{"cluster-node-timeout": "5000", "cluster-replica-no-failover": "no"}
+	steps, _ := c.run(t, s)
+	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionNone}), "the nodes run what spec asks")
+
+	s.Sharded.Parameters = map[string]string{"cluster-node-timeout": "1000", "cluster-replica-no-failover": "no"}
+	s.Spec.Config = map[string]cachev1alpha1.ConfigValue{"maxmemory-policy": "allkeys-lru"}
+	run := func(s Snapshot) ([]Action, Snapshot) {
+		var steps []Action
+		for range 20 {
+			fresh := c.snapshot()
+			fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
+			fresh.Sharded.Parameters = s.Sharded.Parameters
+			a := Next(fresh)
+			steps = append(steps, a)
+			if a.Type == ActionNone || a.Type == ActionWait {
+				return steps, fresh
+			}
+			c.apply(t, &fresh, a)
+			s = fresh
+		}
+		t.Fatal("no end")
+		return nil, s
+	}
+	steps, end := run(s)
+	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionStartOperation, ActionApplyConfig, ActionNone}))
+	g.Expect(steps[0].Operation.Type).To(Equal(cachev1alpha1.OperationReconfigure))
+	g.Expect(steps[1].Config).To(Equal(map[string]string{"cluster-node-timeout": "1000", "maxmemory-policy": "allkeys-lru"}))
+	g.Expect(end.Approved.Config).To(HaveKeyWithValue("maxmemory-policy", cachev1alpha1.ConfigValue("allkeys-lru")))
+	for _, n := range c.nodes {
+		g.Expect(n.params["cluster-node-timeout"]).To(Equal("1000"))
+		g.Expect(n.run).To(BeZero(), "nothing restarts")
+	}
+
+	// Only spec.highAvailability changed: the operation says so.
+	s = end
+	s.Sharded.Parameters = map[string]string{"cluster-node-timeout": "1000", "cluster-replica-no-failover": "yes"}
+	steps, _ = run(s)
+	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionStartOperation, ActionApplyConfig, ActionNone}))
+	g.Expect(steps[0].Reason).To(Equal("cluster-replica-no-failover no→yes (spec.highAvailability): applied live, no restart"))
+	g.Expect(steps[1].Config).To(Equal(map[string]string{"cluster-replica-no-failover": "yes"}))
 }

@@ -16,6 +16,10 @@ type ShardedState struct {
 	PodsPerShard int
 	// Recorded is status.shards.
 	Recorded []cachev1alpha1.ShardStatus
+	// Parameters are the cluster parameters spec asks every node to run
+	// (renderer.ClusterParameters); the nodes report theirs in their
+	// ClusterView.
+	Parameters map[string]string
 }
 
 // Steps of a sharded cluster (sharded.go).

@@ -41,6 +41,9 @@ type modelNode struct {
 	// server's starts (its run_id).
 	rev string
 	run int
+	// params are the node's cluster parameters, as CONFIG GET reports
+	// them.
+	params map[string]string
 	// Resharding: the slots marked on the node's own line, the keys it
 	// holds by slot, the nodes it was told to forget.
 	migrating, importing map[int]string
@@ -73,7 +76,7 @@ func (c *redisCluster) line(n *modelNode) probe.ClusterNode {
 
 // view is what node n would answer.
 func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
-	v := &probe.ClusterView{Myself: c.line(n)}
+	v := &probe.ClusterView{Myself: c.line(n), Parameters: maps.Clone(n.params)}
 	if len(n.migrating) > 0 {
 		v.Myself.Migrating, v.MigratingKeys = map[int]string{}, map[int]int{}
 		for s, id := range n.migrating {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,17 +49,20 @@ type shardWorld struct {
 	// nodes are the pods' nodes by pod name: what CLUSTER NODES says of
 	// each.
 	nodes map[string]*probe.ClusterNode
+	// params are the cluster parameters each node runs, by pod: base's,
+	// spec's once the pod restarted (its redis.conf has them).
+	params map[string]map[string]string
 }
 
 func newShardWorld(base, head *cachev1alpha1.CacheCluster, approved cachev1alpha1.RolloutValues) *shardWorld {
 	n, pps := int(head.ShardCount()), int(head.PodsPerShard())
 	approved.Replicas = int32(n * pps)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := &shardWorld{rev: 1, nodes: map[string]*probe.ClusterNode{}}
+	w := &shardWorld{rev: 1, nodes: map[string]*probe.ClusterNode{}, params: map[string]map[string]string{}}
 	w.s = Snapshot{
 		Name: head.Name, Now: now, ProbeTimeout: time.Second, AutoFailover: true, StepDeadline: time.Hour,
 		Approved: approved.DeepCopy(), Spec: renderer.SpecValues(head),
-		Sharded:     &ShardedState{Shards: n, PodsPerShard: pps},
+		Sharded:     &ShardedState{Shards: n, PodsPerShard: pps, Parameters: renderer.ClusterParameters(head)},
 		StatefulSet: &StatefulSetState{Settled: true, TemplateKey: renderer.TemplateKey(approved), Replicas: approved.Replicas, UpdateRevision: "r1"},
 	}
 	masters := map[int]string{}
@@ -75,6 +79,7 @@ func newShardWorld(base, head *cachev1alpha1.CacheCluster, approved cachev1alpha
 	for o := range n * pps {
 		name := fmt.Sprintf("%s-%d", head.Name, o)
 		w.nodes[name] = &probe.ClusterNode{ID: fmt.Sprintf("%040d", o+1), IP: fmt.Sprintf("10.1.0.%d", o+1)}
+		w.params[name] = renderer.ClusterParameters(base)
 	}
 	for i := range n {
 		m := w.nodes[masters[i]]
@@ -113,7 +118,7 @@ func (w *shardWorld) refresh(p *PodState) {
 			p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp, p.RoleLabel = "slave", m.IP, true, cachev1alpha1.RoleReplica
 		}
 	}
-	v := &probe.ClusterView{State: "ok", SlotsAssigned: cachev1alpha1.SlotCount, Myself: *n}
+	v := &probe.ClusterView{State: "ok", SlotsAssigned: cachev1alpha1.SlotCount, Myself: *n, Parameters: maps.Clone(w.params[p.Name])}
 	for _, m := range w.nodes {
 		v.Nodes = append(v.Nodes, *m)
 	}
@@ -161,6 +166,16 @@ func (w *shardWorld) apply(a Action) {
 		s.Precheck = &PrecheckState{TemplateKey: renderer.TemplateKey(*a.Values), Ready: true}
 	case ActionPrecheckFail, ActionApplyConfig, ActionCompleteOperation:
 		s.Operation, s.Precheck = nil, nil
+		if a.Type == ActionApplyConfig {
+			for _, params := range w.params {
+				for k, v := range a.Config {
+					if _, ok := params[k]; ok {
+						params[k] = v
+					}
+				}
+			}
+			w.refreshAll()
+		}
 	case ActionRefuseChange:
 		s.Blocked = &cachev1alpha1.RolloutBlock{Target: renderer.ValuesKey(*a.Values), Reason: cachev1alpha1.ReasonDowngradeRefused, Message: a.Reason}
 	case ActionCheckData:
@@ -173,6 +188,8 @@ func (w *shardWorld) apply(a Action) {
 		op := s.Operation.DeepCopy()
 		op.StepStartedAt = timeRef(s.Now)
 		s.Operation = op
+		// The restarted server reads the cluster parameters spec asks for.
+		w.params[a.Pod] = maps.Clone(s.Sharded.Parameters)
 		for i := range s.Pods {
 			if s.Pods[i].Name == a.Pod {
 				s.Pods[i] = w.pod(a.Pod)

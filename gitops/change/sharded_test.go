@@ -88,6 +88,23 @@ func TestPredictShardedClusters(t *testing.T) {
 				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
 			},
 		},
+		{
+			name: "automatic failover turned off is set live on every node", base: base, head: shardedCluster + "  highAvailability:\n    autoFailover: false\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Reconfigure"))
+				g.Expect(p.Operations[0].Description).To(Equal("cluster-replica-no-failover no→yes (spec.highAvailability): applied live, no restart"))
+				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
+			},
+		},
+		{
+			name: "a shorter probe timeout changes the pods' probes: they restart and read the new cluster-node-timeout", base: base, head: shardedCluster + "  highAvailability:\n    probeTimeoutSeconds: 2\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
+				g.Expect(p.Operations[0].Restarts).To(HaveLen(6))
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
