@@ -69,6 +69,7 @@ type clusterWriter struct {
 
 	mu       sync.Mutex
 	acked    map[string]string
+	ackedAt  []time.Time
 	attempts int
 	lastErr  error
 	stop     chan struct{}
@@ -106,6 +107,7 @@ func (w *clusterWriter) run() {
 		if w.write(ctx, key, val) {
 			w.mu.Lock()
 			w.acked[key] = val
+			w.ackedAt = append(w.ackedAt, time.Now())
 			w.mu.Unlock()
 			continue
 		}
@@ -177,11 +179,7 @@ func (w *clusterWriter) ackedCount() int {
 
 // lost reads every acknowledged key back through a fresh cluster client.
 func (w *clusterWriter) lost(g Gomega, c *cluster) (checked int, lost []string) {
-	var addrs []string
-	for _, p := range c.pods {
-		addrs = append(addrs, c.ips[p]+":6379")
-	}
-	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: c.password})
+	rc := c.clusterClient()
 	defer rc.Close()
 	ctx := context.Background()
 	w.mu.Lock()
@@ -246,4 +244,13 @@ func TestIntegrationShardedMasterKilled(t *testing.T) {
 	g.Expect(checked).To(BeNumerically(">", 600))
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 	g.Expect(c.events(g)[cachev1alpha1.EventShardMasterChanged]).To(ContainElement(ContainSubstring("Shard 1 is served by cache-3")))
+}
+
+// clusterClient is a cluster-aware client seeded with every pod.
+func (c *cluster) clusterClient() *redis.ClusterClient {
+	var addrs []string
+	for _, p := range c.pods {
+		addrs = append(addrs, c.ips[p]+":6379")
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: c.password})
 }
