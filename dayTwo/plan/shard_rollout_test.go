@@ -555,3 +555,46 @@ func TestShardedClusterParametersAreSetLive(t *testing.T) {
 	g.Expect(steps[0].Reason).To(Equal("cluster-replica-no-failover no→yes (spec.highAvailability): applied live, no restart"))
 	g.Expect(steps[1].Config).To(Equal(map[string]string{"cluster-replica-no-failover": "yes"}))
 }
+
+// A shard that Redis Cluster failed over by itself during its switchover
+// (its master died, another replica won the election): the switchover is
+// ended and the rollout goes on from the layout the nodes report.
+func TestShardedSwitchoverOvertakenByAnElection(t *testing.T) {
+	g := NewWithT(t)
+	c := newRedisCluster(3, 3)
+	_, s := c.run(t, c.snapshot())
+	toValkey(&s.Spec)
+	var a Action
+	for range 200 {
+		fresh := c.snapshot()
+		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
+		c.workload(&fresh)
+		if a = Next(fresh); a.Type == ActionShardFailover {
+			s = fresh
+			break
+		}
+		c.apply(t, &fresh, a)
+		s = fresh
+	}
+	expectAction(g, a, Action{Type: ActionShardFailover, Pod: "c-1", Master: "c-0"})
+	// c-0 dies; c-2 wins the election; c-1 follows it.
+	c.nodes[2].master, c.nodes[2].masterID, c.nodes[2].slots = true, "", c.nodes[0].slots
+	c.nodes[1].masterID = c.nodes[2].id
+	c.nodes[0].slots, c.nodes[0].down, c.nodes[0].master = nil, true, true
+	steps, end := c.run(t, s)
+	var ended Action
+	for _, a := range steps {
+		if a.Type == ActionEndShardSwitchover {
+			ended = a
+			break
+		}
+	}
+	g.Expect(ended.Pod).To(BeEmpty(), "%s", ended)
+	g.Expect(ended.Reason).To(ContainSubstring("c-2 serves the shard now"))
+	g.Expect(ended.Operation.Step).To(Equal(cachev1alpha1.StepRestart), "past no return (c-2 runs valkey): the rollout goes on")
+	// The dead old master is restarted as any outdated pod that serves
+	// no slot, and waited for as a replica of the new master.
+	g.Expect(restartsOf(steps)).To(Equal([]string{"c-0"}))
+	g.Expect(steps[len(steps)-1]).To(HaveField("Reason", ContainSubstring("c-0 is not ready and in sync with shard 0's master c-2")))
+	g.Expect(end.Operation).NotTo(BeNil())
+}
