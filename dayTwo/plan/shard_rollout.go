@@ -27,8 +27,8 @@ import (
 //     master pauses its clients until the replica holds its whole stream,
 //     then the replica takes the slots), confirmed when the replica's own
 //     CLUSTER NODES line says it serves the slots and the old master's says
-//     it follows it; then the old master, now a replica, restarts and is
-//     checked.
+//     it follows it; then, SwitchoverSettle later, the old master (now a
+//     replica) restarts and is checked.
 //
 // One pod at a time: the PodDisruptionBudget allows one pod of the cluster
 // unavailable (maxUnavailable 1), so a node drain during the rollout never
@@ -50,6 +50,15 @@ const (
 	// approved (an aborted switchover rolls the upgrade back).
 	ActionEndShardSwitchover ActionType = "EndShardSwitchover"
 )
+
+// SwitchoverSettle is how long a shard's old master keeps running after
+// its switchover before it restarts. Cluster clients learn a slot's new
+// owner from the MOVED the old master answers for it; restarted at once,
+// it would answer a client that still sends it the shard's keys with a
+// refused or hanging connection instead (measured in
+// TestShardedRollingUpgradeUnderWrites: a 2.0 s write pause after the
+// last switchover without it).
+const SwitchoverSettle = 2 * time.Second
 
 // ShardFailoverTimeout is how long Redis gives a CLUSTER FAILOVER
 // (CLUSTER_MF_TIMEOUT, the same in Valkey 8.0): if the replica has not
@@ -191,9 +200,15 @@ func planShardRestart(v shardedView, target cachev1alpha1.RolloutValues, rolling
 	}
 	for i := len(v.pods) - 1; i >= 0; i-- {
 		p := v.pods[i]
-		if !p.Deleting && outdated(p) && v.shardOf(p) < n && !servesSlots(v.views[p.Name]) {
-			return Action{Type: ActionRestartPod, Pod: p.Name, Reason: fmt.Sprintf("%s: replica %d of shard %d", op.Type, p.Ordinal(), v.shardOf(p))}
+		if p.Deleting || !outdated(p) || v.shardOf(p) >= n || servesSlots(v.views[p.Name]) {
+			continue
 		}
+		if since := s.Now.Sub(stepStart(op)); !outdated(masters[v.shardOf(p)]) && since < SwitchoverSettle {
+			// The shard's master changed in this rollout: p is its old
+			// master, which clients may still send the shard's keys to.
+			return Action{Type: ActionWait, Pod: p.Name, Reason: fmt.Sprintf("%s restarts %s after its shard's switchover, so clients learn the new master from its MOVED answers", p.Name, SwitchoverSettle)}
+		}
+		return Action{Type: ActionRestartPod, Pod: p.Name, Reason: fmt.Sprintf("%s: replica %d of shard %d", op.Type, p.Ordinal(), v.shardOf(p))}
 	}
 	for i, m := range masters {
 		if !outdated(m) {
@@ -292,6 +307,14 @@ func (v shardedView) runningShards() int {
 		return v.s.Sharded.Shards
 	}
 	return int(v.s.Approved.Replicas) / v.s.Sharded.PodsPerShard
+}
+
+// stepStart is when the operation's step began (its start when unknown).
+func stepStart(op *cachev1alpha1.OperationStatus) time.Time {
+	if op.StepStartedAt != nil {
+		return op.StepStartedAt.Time
+	}
+	return op.StartedAt.Time
 }
 
 func mustPod(s Snapshot, name string) PodState {

@@ -37,6 +37,22 @@ func (c *redisCluster) workload(s *Snapshot) {
 	s.Precheck, s.DataChecks, s.SwitchoverIssuedAt = c.precheck, c.dataChecks, c.issuedAt
 }
 
+// modelStep is the time a step takes in the model: more than
+// SwitchoverSettle, so no step waits for the clock.
+const modelStep = 3 * time.Second
+
+// next is the snapshot a fresh plan sees after s: the nodes and the
+// workload as they are now, the status and spec as s left them, a step
+// later.
+func (c *redisCluster) next(s Snapshot) Snapshot {
+	fresh := c.snapshot()
+	fresh.Sharded.Recorded, fresh.Sharded.Parameters = s.Sharded.Recorded, s.Sharded.Parameters
+	fresh.Approved, fresh.Spec, fresh.Operation, fresh.Blocked = s.Approved, s.Spec, s.Operation, s.Blocked
+	fresh.Now, fresh.StepDeadline = s.Now.Add(modelStep), s.StepDeadline
+	c.workload(&fresh)
+	return fresh
+}
+
 // applyRollout plays a step of a rolling restart out as the pods, Redis
 // and the status writer would; false when a is not such a step.
 func (c *redisCluster) applyRollout(t testing.TB, s *Snapshot, a Action) bool {
@@ -214,9 +230,7 @@ func TestShardedRollingUpgradeResumesAfterAnyStep(t *testing.T) {
 			toValkey(&s.Spec)
 			var done []Action
 			for range stop {
-				fresh := c.snapshot()
-				fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
-				c.workload(&fresh)
+				fresh := c.next(s)
 				a := Next(fresh)
 				done = append(done, a)
 				c.apply(t, &fresh, a)
@@ -244,9 +258,7 @@ func rolloutAt(t *testing.T, change func(*cachev1alpha1.RolloutValues), stop fun
 	c, s := formedSharded(t)
 	change(&s.Spec)
 	for range 200 {
-		fresh := c.snapshot()
-		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation, fresh.Blocked = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation, s.Blocked
-		c.workload(&fresh)
+		fresh := c.next(s)
 		a := Next(fresh)
 		if stop(a) {
 			return c, fresh
@@ -279,7 +291,7 @@ func TestShardedRolloutStates(t *testing.T) {
 	expired := func(s *Snapshot) {
 		s.StepDeadline = time.Minute
 		op := s.Operation.DeepCopy()
-		op.StepStartedAt = &metav1.Time{Time: now.Add(-2 * time.Minute)}
+		op.StepStartedAt = &metav1.Time{Time: s.Now.Add(-2 * time.Minute)}
 		s.Operation = op
 	}
 	tests := []struct {
@@ -355,12 +367,12 @@ func TestShardedRolloutStates(t *testing.T) {
 		},
 		{
 			name: "CLUSTER FAILOVER in progress", change: toValkey, stop: at(ActionShardFailover, ""),
-			given: func(c *redisCluster, s *Snapshot) { s.SwitchoverIssuedAt = now.Add(-time.Second) },
+			given: func(c *redisCluster, s *Snapshot) { s.SwitchoverIssuedAt = s.Now.Add(-time.Second) },
 			want:  Action{Type: ActionWait, Pod: "c-1"}, reason: "CLUSTER FAILOVER in progress",
 		},
 		{
 			name: "CLUSTER FAILOVER given up by Redis: the first shard's aborts roll back", change: toValkey, stop: at(ActionShardFailover, ""),
-			given: func(c *redisCluster, s *Snapshot) { s.SwitchoverIssuedAt = now.Add(-time.Minute) },
+			given: func(c *redisCluster, s *Snapshot) { s.SwitchoverIssuedAt = s.Now.Add(-time.Minute) },
 			want:  Action{Type: ActionEndShardSwitchover}, reason: "did not complete",
 		},
 		{
@@ -379,6 +391,15 @@ func TestShardedRolloutStates(t *testing.T) {
 			name: "the old master restarts once it is a replica", change: toValkey, stop: at(ActionRestartPod, "c-0"),
 			given: func(c *redisCluster, s *Snapshot) {},
 			want:  Action{Type: ActionRestartPod, Pod: "c-0"},
+		},
+		{
+			name: "but not within SwitchoverSettle of the switchover: clients learn the new master from its MOVED", change: toValkey, stop: at(ActionRestartPod, "c-0"),
+			given: func(c *redisCluster, s *Snapshot) {
+				op := s.Operation.DeepCopy()
+				op.StepStartedAt = &metav1.Time{Time: s.Now.Add(-time.Second)}
+				s.Operation = op
+			},
+			want: Action{Type: ActionWait, Pod: "c-0"}, reason: "after its shard's switchover",
 		},
 		{
 			name: "past a switchover to a newer RDB format a pod that does not come back is waited for", change: toValkey, stop: at(ActionCheckData, "c-0"),
@@ -427,7 +448,7 @@ func TestShardedRollbackAfterASwitchover(t *testing.T) {
 	s.Pods[0].Ready = false
 	s.StepDeadline = time.Minute
 	op := s.Operation.DeepCopy()
-	op.StepStartedAt = &metav1.Time{Time: now.Add(-2 * time.Minute)}
+	op.StepStartedAt = &metav1.Time{Time: s.Now.Add(-2 * time.Minute)}
 	s.Operation = op
 	a := Next(s)
 	g.Expect(a.Type).To(Equal(ActionRollback))
@@ -523,9 +544,7 @@ func TestShardedClusterParametersAreSetLive(t *testing.T) {
 	run := func(s Snapshot) ([]Action, Snapshot) {
 		var steps []Action
 		for range 20 {
-			fresh := c.snapshot()
-			fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
-			fresh.Sharded.Parameters = s.Sharded.Parameters
+			fresh := c.next(s)
 			a := Next(fresh)
 			steps = append(steps, a)
 			if a.Type == ActionNone || a.Type == ActionWait {
@@ -566,9 +585,7 @@ func TestShardedSwitchoverOvertakenByAnElection(t *testing.T) {
 	toValkey(&s.Spec)
 	var a Action
 	for range 200 {
-		fresh := c.snapshot()
-		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
-		c.workload(&fresh)
+		fresh := c.next(s)
 		if a = Next(fresh); a.Type == ActionShardFailover {
 			s = fresh
 			break

@@ -275,10 +275,7 @@ func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	t.Helper()
 	var steps []Action
 	for range 3000 {
-		fresh := c.snapshot()
-		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
-		fresh.Blocked, fresh.Now, fresh.StepDeadline = s.Blocked, s.Now, s.StepDeadline
-		c.workload(&fresh)
+		fresh := c.next(s)
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
 			return append(steps, a), fresh

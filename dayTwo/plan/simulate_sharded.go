@@ -145,7 +145,8 @@ func (w *shardWorld) approve(v cachev1alpha1.RolloutValues) {
 
 func (w *shardWorld) apply(a Action) {
 	s := &w.s
-	s.Now = s.Now.Add(time.Second)
+	// A step takes longer than any wait between steps (SwitchoverSettle).
+	s.Now = s.Now.Add(2 * SwitchoverSettle)
 	switch a.Type {
 	case ActionApprove, ActionPrecheckPass, ActionApplyConfig, ActionRollback:
 		w.approve(*a.Values)
