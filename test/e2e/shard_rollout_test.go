@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +122,16 @@ func TestShardedRollingUpgradeUnderWrites(t *testing.T) {
 	capture(g, cc, "sharded-upgrading")
 	done := upgradeDone(g, ns)
 	took := done.Sub(start)
-	pause := w.longestPause(start, done)
+	pausedAt, pause := w.longestPauseAt(start, done)
+	logTimeline(t, g, ns, start)
+	t.Logf("longest write pause: %s from +%s", pause.Round(time.Millisecond), pausedAt.Sub(start).Round(time.Millisecond))
+	// Each shard's switchover: from the step's Event to 3 s after its old
+	// master's restart (SwitchoverSettle, then clients that still used
+	// it).
+	for _, sw := range switchoverWindows(g, ns, start) {
+		at, p := w.longestPauseAt(sw.from, sw.to)
+		t.Logf("%s: longest write pause %s from +%s", sw.name, p.Round(time.Millisecond), at.Sub(start).Round(time.Millisecond))
+	}
 
 	g.Expect(restartsInOrder(g, ns)).To(Equal(predicted), "the restarts kubectl cache plan predicted")
 	for name, uid := range uids {
@@ -154,6 +164,57 @@ func TestShardedRollingUpgradeUnderWrites(t *testing.T) {
 	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", again+200), "writes are confirmed on the Valkey shards")
 	checkNothingLost(t, g, cc, w)
 	t.Logf("3 × 2 sharded redis 7.0.15 → valkey 8.0.1 under writes: %s, longest write pause %s", took.Round(time.Millisecond), pause.Round(time.Millisecond))
+}
+
+// logTimeline logs a rollout's Events in order, as offsets from start,
+// to tell what a write pause overlapped.
+func logTimeline(t *testing.T, g Gomega, ns string, start time.Time) {
+	var all []corev1.Event
+	for reason, events := range eventsByReason(g, ns) {
+		switch reason {
+		case cachev1alpha1.EventPodRestarted, cachev1alpha1.EventSwitchover, cachev1alpha1.EventDataChecked,
+			cachev1alpha1.EventPrecheckPassed, cachev1alpha1.EventOperationStarted, cachev1alpha1.EventOperationDone:
+			all = append(all, events...)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return eventTime(all[i]).Before(eventTime(all[j])) })
+	for _, e := range all {
+		if at := eventTime(e); !at.Before(start) {
+			t.Logf("+%s %s: %s", at.Sub(start).Round(time.Millisecond), e.Reason, e.Message)
+		}
+	}
+}
+
+type window struct {
+	name     string
+	from, to time.Time
+}
+
+// switchoverWindows are, for each shard's switchover of a rollout, the
+// time from its Switchover Event to 3 s after the restart of its old
+// master.
+func switchoverWindows(g Gomega, ns string, start time.Time) []window {
+	ev := eventsByReason(g, ns)
+	restarted := map[string]time.Time{}
+	for _, e := range ev[cachev1alpha1.EventPodRestarted] {
+		_, after, _ := strings.Cut(e.Message, "restarting ")
+		name, _, _ := strings.Cut(after, " ")
+		restarted[name] = eventTime(e)
+	}
+	var out []window
+	for _, e := range ev[cachev1alpha1.EventSwitchover] {
+		_, after, ok := strings.Cut(e.Message, ": switchover ")
+		if !ok || eventTime(e).Before(start) {
+			continue
+		}
+		pair, _, _ := strings.Cut(after, " ")
+		from, _, _ := strings.Cut(pair, "→")
+		if r, ok := restarted[from]; ok {
+			out = append(out, window{name: "switchover " + pair, from: eventTime(e), to: r.Add(3 * time.Second)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
+	return out
 }
 
 // podsCreated is each cache pod's creation time.

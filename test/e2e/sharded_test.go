@@ -254,18 +254,29 @@ func (w *shardWriter) Stop() {
 // time between the writes to it; the writer writes keys in order, so one
 // shard's stop is one pause of the writer.
 func (w *shardWriter) longestPause(from, to time.Time) time.Duration {
+	_, d := w.longestPauseAt(from, to)
+	return d
+}
+
+// longestPauseAt is longestPause and when the pause began.
+func (w *shardWriter) longestPauseAt(from, to time.Time) (time.Time, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var longest time.Duration
-	prev := from
+	at, prev := from, from
 	for _, t := range w.ackedAt {
 		if t.Before(from) || t.After(to) {
 			continue
 		}
-		longest = max(longest, t.Sub(prev))
+		if t.Sub(prev) > longest {
+			at, longest = prev, t.Sub(prev)
+		}
 		prev = t
 	}
-	return max(longest, to.Sub(prev))
+	if to.Sub(prev) > longest {
+		at, longest = prev, to.Sub(prev)
+	}
+	return at, longest
 }
 
 func (w *shardWriter) ackedCount() int {
