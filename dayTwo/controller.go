@@ -206,7 +206,8 @@ func (r *Reconciler) plan(_ context.Context, s *scope) error {
 }
 
 // report keeps the status's reports in step with what was observed: the
-// capacity recommendations and the Queued condition.
+// capacity recommendations, the Queued and ShardsReady conditions, and
+// the address the master serves at.
 func (r *Reconciler) report(_ context.Context, s *scope) error {
 	cc := s.cc
 	if m, ok := s.snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
@@ -214,6 +215,7 @@ func (r *Reconciler) report(_ context.Context, s *scope) error {
 	}
 	setQueued(s, plan.Queued(s.snap))
 	setShardsReady(s)
+	recordMasterAddress(s)
 	return nil
 }
 
@@ -223,8 +225,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 	log := ctrl.LoggerFrom(ctx)
 	switch a.Type {
 	case plan.ActionNone:
-		s.stop(ctrl.Result{RequeueAfter: steadyRecheck})
-		if s.nextBackup > 0 && s.nextBackup < steadyRecheck {
+		// Look again at the routine recheck, or sooner when a backup is
+		// due or a pod not Ready is to be recreated.
+		s.stop(ctrl.Result{RequeueAfter: recheckBy(steadyRecheck, s.snap.Now, plan.RecheckAt(s.snap))})
+		if s.nextBackup > 0 && s.nextBackup < s.result.RequeueAfter {
 			s.result.RequeueAfter = s.nextBackup
 		}
 		r.stepSucceeded(s)
@@ -235,7 +239,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 			// The recorder folds repeats of the same Event into a count.
 			s.eventf(corev1.EventTypeWarning, a.Alert, "Wait", "%s", a.Reason)
 		}
-		s.stop(ctrl.Result{RequeueAfter: waitRecheck(s)})
+		s.stop(ctrl.Result{RequeueAfter: waitRecheck(s, r.now())})
 		return nil
 	}
 	if op := s.cc.Status.Operation; op != nil {

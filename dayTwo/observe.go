@@ -97,6 +97,7 @@ func (r *Reconciler) snapshot(cc *cachev1alpha1.CacheCluster, pods []plan.PodSta
 		Name: cc.Name, Now: r.now(), ProbeTimeout: timeout,
 		AutoFailover:  autoFailover(cc),
 		CurrentMaster: cc.Status.CurrentMaster,
+		MasterAddress: cc.Status.CurrentMasterAddress,
 		Operation:     cc.Status.Operation,
 		Pods:          pods,
 		RecreateAfter: r.recreateAfter(timeout),

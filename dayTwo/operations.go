@@ -210,7 +210,7 @@ func (r *Reconciler) endSwitchover(ctx context.Context, s *scope, a plan.Action)
 	op := cc.Status.Operation
 	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
 		if a.Pod != "" {
-			st.CurrentMaster = a.Pod
+			setMaster(st, s.snap, a.Pod)
 		}
 		if a.Values != nil {
 			approveValues(st, *a.Values) // an aborted upgrade rolls back

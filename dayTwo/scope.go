@@ -95,7 +95,12 @@ func (w *statusWriter) eventf(eventType, reason, action, note string, args ...an
 // changes are dropped with the reconcile.
 func (r *Reconciler) commit(ctx context.Context, w *statusWriter) error {
 	if !equality.Semantic.DeepEqual(w.original.Status, w.cc.Status) {
-		if err := r.Client.Status().Patch(ctx, w.cc, client.MergeFromWithOptions(w.original, client.MergeFromWithOptimisticLock{})); err != nil {
+		patch := client.MergeFromWithOptions(w.original, client.MergeFromWithOptimisticLock{})
+		if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() {
+			data, _ := patch.Data(w.cc)
+			log.Info("Patching status", "patch", string(data))
+		}
+		if err := r.Client.Status().Patch(ctx, w.cc, patch); err != nil {
 			w.after = nil
 			return err
 		}

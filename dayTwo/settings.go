@@ -59,15 +59,37 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// waitRecheck is when a waiting cluster is planned again: every probe
-// period, as what it waits for may be a pod's answer or a timeout; but
-// when no pod has an address yet and no operation runs, there is nothing
-// to probe and no deadline to keep, and the pod watch wakes the cluster
-// when a pod gets one. Without that, a fleet of clusters whose pods are
-// not scheduled reconciled four times a second each (docs/scale.md).
-func waitRecheck(s *scope) time.Duration {
-	if s.cc.Status.Operation == nil && !slices.ContainsFunc(s.snap.Pods, func(p plan.PodState) bool { return p.IP != "" }) {
-		return steadyRecheck
+// waitRecheck is when a waiting cluster is planned again. During an
+// operation, and for a wait the planner did not mark OnAnswer, every
+// probe period: what it waits for may be an offset catching up or a
+// deadline. Otherwise the controller is woken for what ends the wait (the
+// prober when a pod's answer changes, the watches, a person's change):
+// the routine recheck then, or the wait's Until or the planner's next
+// deadline (plan.RecheckAt) if that is sooner. A
+// cluster none of whose pods has an address yet has nothing to probe:
+// the pod watch wakes it when a pod gets one. Before, a waiting cluster
+// was planned every probe period: 1,000 clusters whose pods were not
+// scheduled four times a second each, and at 300 clusters starting, 77
+// reconciles a second kept every day-two worker busy while failovers
+// queued (docs/scale.md).
+func waitRecheck(s *scope, now time.Time) time.Duration {
+	if s.cc.Status.Operation != nil {
+		return probePeriod(s.snap.ProbeTimeout)
 	}
-	return probePeriod(s.snap.ProbeTimeout)
+	noAddress := !slices.ContainsFunc(s.snap.Pods, func(p plan.PodState) bool { return p.IP != "" })
+	if !noAddress && !s.action.OnAnswer {
+		return probePeriod(s.snap.ProbeTimeout)
+	}
+	return recheckBy(steadyRecheck, now, s.action.Until, plan.RecheckAt(s.snap))
+}
+
+// recheckBy shortens a requeue to the soonest of the given times (zero
+// ones ignored), and never below afterStep.
+func recheckBy(d time.Duration, now time.Time, at ...time.Time) time.Duration {
+	for _, t := range at {
+		if !t.IsZero() {
+			d = min(d, max(t.Sub(now), afterStep))
+		}
+	}
+	return d
 }

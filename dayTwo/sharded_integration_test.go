@@ -241,7 +241,9 @@ func TestIntegrationShardedMasterKilled(t *testing.T) {
 	c.waitShards(g, after)
 	w.Stop()
 	checked, lost := w.lost(g, c)
-	g.Expect(checked).To(BeNumerically(">", 600))
+	// How many writes were confirmed depends on the machine's speed; the
+	// check needs the ones confirmed after the kill.
+	g.Expect(checked).To(BeNumerically(">", before+100))
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 	g.Expect(c.events(g)[cachev1alpha1.EventShardMasterChanged]).To(ContainElement(ContainSubstring("Shard 1 is served by cache-3")))
 }

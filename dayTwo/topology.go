@@ -23,7 +23,7 @@ import (
 
 // bootstrap records the first master.
 func (r *Reconciler) bootstrap(_ context.Context, s *scope, a plan.Action) error {
-	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMaster = a.Pod })
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { setMaster(st, s.snap, a.Pod) })
 	s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventMasterElected, "Bootstrap", "%s is the master", a.Pod)
 	return nil
 }
@@ -133,7 +133,7 @@ func (r *Reconciler) recreate(ctx context.Context, s *scope, a plan.Action) erro
 func (r *Reconciler) completeFailover(ctx context.Context, s *scope, a plan.Action) error {
 	op := s.cc.Status.Operation
 	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) {
-		st.CurrentMaster = a.Pod
+		setMaster(st, s.snap, a.Pod)
 		st.Operation = nil
 	})
 	took := r.now().Sub(op.StartedAt.Time)
@@ -162,4 +162,30 @@ func (r *Reconciler) setRole(ctx context.Context, s *scope, pod, role string) er
 	}
 	r.expect.wrotePod(s.key, p, r.now())
 	return nil
+}
+
+// setMaster records pod as the master, with the address it has now: the
+// address its replicas are pointed at.
+func setMaster(st *cachev1alpha1.CacheClusterStatus, snap plan.Snapshot, pod string) {
+	st.CurrentMaster = pod
+	if p, ok := snap.Pod(pod); ok {
+		st.CurrentMasterAddress = p.IP
+	}
+}
+
+// recordMasterAddress keeps status.currentMasterAddress at the address the
+// recorded master serves writes at: once Redis reports it master there
+// (promoted by day-two, after planMasterLacksData found nothing missing).
+// A master whose pod comes back with another IP starts as a replica of
+// nobody and is not recorded until then, so its replicas, which follow
+// the old address, are still counted as its replicas when it is judged.
+func recordMasterAddress(s *scope) {
+	if s.snap.Sharded != nil {
+		return
+	}
+	m, ok := s.snap.Pod(s.cc.Status.CurrentMaster)
+	if !ok || !m.Observed || !m.Obs.Reachable || m.Obs.Role != "master" || m.IP == "" || m.IP == s.cc.Status.CurrentMasterAddress {
+		return
+	}
+	s.status.set(func(st *cachev1alpha1.CacheClusterStatus) { st.CurrentMasterAddress = m.IP })
 }

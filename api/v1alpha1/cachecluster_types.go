@@ -558,6 +558,14 @@ type CacheClusterStatus struct {
 	// +optional
 	CurrentMaster string `json:"currentMaster,omitempty"`
 
+	// CurrentMasterAddress is the pod IP the current master served writes
+	// at, recorded by the day-two controller once Redis reports it master
+	// there: the address its replicas follow. A master whose pod comes back
+	// with another IP is judged against the replicas that still follow
+	// this one before it is promoted (docs/failover.md).
+	// +optional
+	CurrentMasterAddress string `json:"currentMasterAddress,omitempty"`
+
 	// Operation is the day-two operation in progress, recorded before its
 	// first step so that an operator restarted in the middle finishes the
 	// same operation.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"strings"
+	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/probe"
@@ -69,6 +70,15 @@ type Action struct {
 	// Alert, on a Wait that only a person can end, is the reason of the
 	// Warning Event that says so.
 	Alert string
+	// OnAnswer, on a Wait: what ends it is something the controller is
+	// woken for — a pod's answer the prober reports (a pod answers or
+	// stops answering, changes role, link or loading state), a watched
+	// object, a person's change — and neither an offset nor the clock,
+	// so the cluster need not be planned again every probe period.
+	// Until, when set, is when the wait may end by itself (a master that
+	// does not answer that long is down): plan again then.
+	OnAnswer bool
+	Until    time.Time
 	// Slots are the slots ClusterAddSlots assigns.
 	Slots []probe.SlotRange
 	// Shards are what RecordShards writes to status.shards.

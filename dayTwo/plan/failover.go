@@ -178,20 +178,29 @@ func bestOf(s Snapshot, exclude string) string {
 	return c
 }
 
+// followed: replica p follows master m, at m's address now or at the
+// address m served writes at before its pod came back with another IP
+// (recorded, status.currentMasterAddress). A peer's report of an address
+// is trusted only against what the operator recorded itself.
+func followed(p, m PodState, recorded string) bool {
+	return p.Obs.MasterHost == m.IP || (recorded != "" && p.Obs.MasterHost == recorded)
+}
+
 // lacksHistory says why the master m lacks writes that the replica p,
 // not in sync with it, holds; "" when it does not (or cannot be told).
 //   - Same history (replication ID), p further along: m restarted from a
 //     shorter copy of its own history.
 //   - Unrelated histories (p's ID is neither m's nor the one m continued
-//     from), p following m and holding data, and m's run younger than p's
-//     lost link: m restarted in place with a new history after p last
+//     from), p following m (at its address, or at the recorded one if m's
+//     pod came back with another IP) and holding data, and m's run younger
+//     than p's lost link: m restarted with a new history after p last
 //     heard from it. m cannot prove it holds p's writes, and a full
 //     resynchronisation from m would replace them.
 //
 // A replica whose history m continued (m's second ID) but went further
 // is not counted: that is an old master fenced after a failover, whose
 // extra writes no replica acknowledged.
-func lacksHistory(m, p PodState) string {
+func lacksHistory(m, p PodState, recorded string) string {
 	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
 		return ""
 	}
@@ -201,7 +210,7 @@ func lacksHistory(m, p PodState) string {
 			return fmt.Sprintf("offset %d > %d on the same replication ID", p.Obs.Offset, m.Obs.Offset)
 		}
 	case p.Obs.ReplID == m.Obs.ReplID2:
-	case p.Obs.MasterHost == m.IP && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
+	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
 		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
 	}
 	return ""

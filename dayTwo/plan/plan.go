@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
@@ -46,7 +47,7 @@ func Next(s Snapshot) Action {
 		return a
 	}
 	if !Healthy(master) {
-		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer"}
+		return Action{Type: ActionWait, Pod: master.Name, Reason: "waiting for the master to answer", OnAnswer: true, Until: s.downAt(master)}
 	}
 	if a := planMasterLacksData(s, master); a.Type != ActionNone {
 		return a
@@ -60,11 +61,11 @@ func Next(s Snapshot) Action {
 // planMasterDown fails a dead master over to the best replica.
 func planMasterDown(s Snapshot) Action {
 	if !s.AutoFailover {
-		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off"}
+		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and automatic failover is off", OnAnswer: true}
 	}
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	if cand == "" {
-		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why}
+		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 }
@@ -84,6 +85,29 @@ func planRecreate(s Snapshot, master PodState) Action {
 	return Action{Type: ActionNone}
 }
 
+// RecheckAt is the soonest time after Now at which the plan may change
+// with the clock alone, nothing else changing; zero if none. The
+// controller is woken when pods and their answers change, not when time
+// passes: a pod that stays not Ready is recreated once RecreateAfter has
+// passed (planRecreate), and is looked at again then.
+func RecheckAt(s Snapshot) time.Time {
+	var at time.Time
+	if s.RecreateAfter <= 0 || (s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationUpgrade) {
+		return at
+	}
+	for _, p := range s.Pods {
+		if p.Name == s.CurrentMaster || p.Deleting || p.NotReadySince.IsZero() {
+			continue
+		}
+		// planRecreate asks for more than RecreateAfter.
+		t := p.NotReadySince.Add(s.RecreateAfter + time.Millisecond)
+		if t.After(s.Now) && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at
+}
+
 // planMasterLacksData fails over from a master that restarted without
 // writes a replica holds: empty while replicas kept the data, or with a
 // shorter history. Resynchronising from it, the replicas would drop them.
@@ -101,7 +125,7 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 		if s.AutoFailover {
 			return Action{Type: ActionStartFailover, Pod: bestOf(s, master.Name), Master: master.Name, Reason: reason}
 		}
-		return Action{Type: ActionWait, Pod: master.Name, Alert: cachev1alpha1.EventMasterLacksData,
+		return Action{Type: ActionWait, Pod: master.Name, Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true,
 			Reason: off + fmt.Sprintf("; the replicas keep their data and %s is not promoted: set spec.highAvailability.autoFailover: true to fail over to %s", master.Name, bestOf(s, master.Name))}
 	}
 	if master.Obs.Keys == 0 {
@@ -113,7 +137,7 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 		}
 	}
 	for _, p := range SortedPods(s) {
-		if why := lacksHistory(master, p); why != "" {
+		if why := lacksHistory(master, p, s.MasterAddress); why != "" {
 			if master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
 				// A master that serves writes is ahead of what an older
 				// look at it says: compare on a look at the master taken
@@ -181,7 +205,7 @@ func planBootstrap(s Snapshot) Action {
 		}
 	}
 	if len(ready) == 0 {
-		return Action{Type: ActionWait, Reason: "no pod answers yet"}
+		return Action{Type: ActionWait, Reason: "no pod answers yet", OnAnswer: true}
 	}
 	sort.Slice(ready, func(i, j int) bool {
 		a, b := ready[i], ready[j]

@@ -37,6 +37,8 @@ const (
 	ip0 = "10.244.0.10"
 	ip1 = "10.244.0.11"
 	ip2 = "10.244.0.12"
+	// ipNew is an address a recreated pod gets.
+	ipNew = "10.244.0.20"
 )
 
 // healthyCluster: c-0 master, c-1 and c-2 replicas, all labelled.
@@ -74,7 +76,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:  "bootstrap waits until a pod answers",
 			given: Snapshot{Pods: []PodState{{Name: "c-0"}, {Name: "c-1"}}},
-			want:  Action{Type: ActionWait},
+			want:  Action{Type: ActionWait, OnAnswer: true},
 		},
 		{
 			name: "bootstrap picks the lowest ordinal among empty pods",
@@ -137,7 +139,7 @@ func TestPlan(t *testing.T) {
 				p[0] = down(p[0], 500*time.Millisecond)
 				return p
 			}()},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true, Until: now.Add(500*time.Millisecond + time.Millisecond)},
 		},
 		{
 			name: "a master down past the timeout fails over to the replica with the highest offset",
@@ -179,7 +181,7 @@ func TestPlan(t *testing.T) {
 				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
 				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
 		},
 		{
 			name: "no replica answers: wait",
@@ -187,7 +189,7 @@ func TestPlan(t *testing.T) {
 				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
 				down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0"},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
 		},
 		{
 			name: "two pods claim master in Redis: the other one is fenced",
@@ -247,7 +249,7 @@ func TestPlan(t *testing.T) {
 				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
 		},
 		{
 			// Every process starts as a replica of nobody: a master that
@@ -267,7 +269,38 @@ func TestPlan(t *testing.T) {
 				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 			}},
-			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
+		},
+		{
+			// A master killed and recreated elsewhere (a node lost): its
+			// pod comes back with another IP, its replicas still follow
+			// the address the operator recorded when it served writes.
+			name: "a master that came back at another address with a new history is failed over to a replica of its old address",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 9),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a master that came back at another address waits for a person when automatic failover is off",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", Alert: cachev1alpha1.EventMasterLacksData, OnAnswer: true},
+		},
+		{
+			// Only an address the operator recorded links a replica to a
+			// master: a replica following some address no pod has (an
+			// older master's, say) is not taken for the master's replica.
+			name: "a replica of an address the operator did not record for the master does not stop its promotion",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", MasterAddress: ip0, Pods: []PodState{
+				linkDown(history(pod("c-0", ipNew, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", "10.244.0.99", "replica", 1000, 10), "A", "", 0, 3), 9),
+			}},
+			want: Action{Type: ActionPromote, Pod: "c-0"},
 		},
 		{
 			name: "a master restarted as a replica of nobody that lacks nothing is promoted",
@@ -502,4 +535,37 @@ func TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure(t *testing.T) {
 	s.Pods[0].Obs.FailingSince = now.Add(-1500 * time.Millisecond)
 	g.Expect(s.down("c-0")).To(BeTrue(), "failing for longer than the timeout")
 	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
+}
+
+// TestRecheckAt: the controller is not woken by time passing, so the
+// planner says when a rule that depends on the clock alone fires: a
+// replica not Ready for RecreateAfter is recreated then. The master, a
+// pod being deleted, a deadline already past and an upgrade (its own
+// deadline judges the pods) give none.
+func TestRecheckAt(t *testing.T) {
+	notReady := func(name string, since time.Duration) PodState {
+		p := pod(name, ip0, "slave", ip1, "replica", 10, 1)
+		p.NotReadySince = now.Add(-since)
+		return p
+	}
+	deleting := notReady("c-1", time.Second)
+	deleting.Deleting = true
+	for _, tc := range []struct {
+		name  string
+		given Snapshot
+		want  time.Time
+	}{
+		{"all Ready", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: healthyCluster()}, time.Time{}},
+		{"the sooner of two replicas", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{
+			notReady("c-0", 50*time.Second), notReady("c-1", 10*time.Second), notReady("c-2", 20*time.Second)}}, now.Add(40*time.Second + time.Millisecond)},
+		{"already due", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", 2*time.Minute)}}, time.Time{}},
+		{"being deleted", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{deleting}}, time.Time{}},
+		{"recreation off", Snapshot{Now: now, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
+		{"during an upgrade", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade},
+			Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(RecheckAt(tc.given)).To(Equal(tc.want))
+		})
+	}
 }

@@ -54,6 +54,10 @@ type Snapshot struct {
 	AutoFailover bool
 	// CurrentMaster and Operation come from the CacheCluster status.
 	CurrentMaster string
+	// MasterAddress is the address the current master served writes at
+	// (status.currentMasterAddress): the one its replicas follow, also
+	// after its pod came back with another IP. Empty when not recorded.
+	MasterAddress string
 	Operation     *cachev1alpha1.OperationStatus
 	Pods          []PodState
 	// RecreateAfter is how long a pod may stay not-Ready before it is
@@ -176,6 +180,23 @@ func (s Snapshot) down(name string) bool {
 		since = p.Obs.FailingSince
 	}
 	return since.IsZero() || s.Now.Sub(since) > s.ProbeTimeout
+}
+
+// downAt is when a pod that does not answer will be down (see down); zero
+// for a pod that answers, or is not observed.
+func (s Snapshot) downAt(p PodState) time.Time {
+	if !p.Observed || p.Obs.Reachable {
+		return time.Time{}
+	}
+	since := p.Obs.LastSeen
+	if since.IsZero() {
+		since = p.Obs.FailingSince
+	}
+	if since.IsZero() {
+		return time.Time{}
+	}
+	// down asks for more than the timeout.
+	return since.Add(s.ProbeTimeout + time.Millisecond)
 }
 
 // StartedAsReplica: the pod runs as it started, a replica of the

@@ -269,6 +269,11 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 	}()
 	var results []Observation
+	// owed: a wake-up that found the channel full; it is sent with the
+	// next round, as the controller no longer looks at a waiting cluster
+	// every period and would otherwise hear of the change at its routine
+	// recheck.
+	owed := false
 	for {
 		cp.mu.Lock()
 		targets := append([]Target(nil), cp.targets...)
@@ -302,10 +307,12 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 				redisKeys.WithLabelValues(key.Namespace, key.Name, o.Pod).Set(float64(o.Keys))
 			}
 		}
-		if wake {
+		if wake || owed {
 			select {
 			case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: cp.masterUnreachable()}}:
+				owed = false
 			default:
+				owed = true
 			}
 		}
 		wait := period - time.Since(start)
@@ -417,7 +424,12 @@ func (cp *clusterProbe) record(o Observation) bool {
 	}
 	o.LostData = cp.runs[o.Pod].lost
 	cp.results[o.Pod] = o
-	return !had || significant(prev, o) || !o.Reachable
+	// A master that does not answer is news every round: the planner
+	// times its failure. Any other pod's silence is news when it begins
+	// (significant) and when it ends; a replica that stays down, or a pod
+	// that never answered yet (starting), does not wake the controller
+	// every period.
+	return !had || significant(prev, o) || (!o.Reachable && o.Role == "master")
 }
 
 // masterUnreachable tells whether a pod last seen as master did not

@@ -5,7 +5,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 )
 
 func TestParseInfo(t *testing.T) {
@@ -89,4 +93,60 @@ func TestAPodsFailuresAreTimedFromTheFirst(t *testing.T) {
 	cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(2 * time.Second), Reachable: true, LastSeen: t0.Add(2 * time.Second)})
 	g.Expect(cp.results["c-0"].FailingSince.IsZero()).To(BeTrue())
 	g.Expect(fail(t0.Add(3*time.Second)).FailingSince).To(Equal(t0.Add(3*time.Second)), "a new run of failures")
+}
+
+// TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
+// woken when a pod's answer changes; a master that does not answer wakes
+// it every round (its failure is timed), while a replica that stays down,
+// or a pod that has not answered yet, wakes it when that begins and ends,
+// not every period.
+func TestOnlyAMasterThatDoesNotAnswerWakesEveryRound(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 250 * time.Millisecond) }
+	answer := func(pod, ip, role string, i int) bool {
+		return cp.record(Observation{Pod: pod, IP: ip, Reachable: true, LastSeen: at(i), ProbedAt: at(i), Role: role, RunID: pod})
+	}
+	silent := func(pod, ip string, i int) bool {
+		return cp.record(Observation{Pod: pod, IP: ip, ProbedAt: at(i), Err: "i/o timeout"})
+	}
+
+	g.Expect(silent("c-2", ip1, 0)).To(BeTrue(), "a pod's first probe is news")
+	g.Expect(silent("c-2", ip1, 1)).To(BeFalse(), "a pod still starting is not news")
+	g.Expect(answer("c-2", ip1, "slave", 2)).To(BeTrue(), "its first answer is")
+
+	g.Expect(answer("c-1", ip0, "slave", 0)).To(BeTrue())
+	g.Expect(answer("c-1", ip0, "slave", 1)).To(BeFalse(), "the same answer is not news")
+	g.Expect(silent("c-1", ip0, 2)).To(BeTrue(), "a replica that stops answering is news")
+	g.Expect(silent("c-1", ip0, 3)).To(BeFalse(), "a replica that stays down is not, every round")
+	g.Expect(answer("c-1", ip0, "slave", 4)).To(BeTrue(), "its answer is")
+
+	g.Expect(answer("c-0", "10.244.0.12", "master", 0)).To(BeTrue())
+	for i := 1; i <= 8; i++ {
+		g.Expect(silent("c-0", "10.244.0.12", i)).To(BeTrue(), "a master that does not answer, round %d", i)
+	}
+	g.Expect(cp.masterUnreachable()).To(BeTrue())
+}
+
+// TestAWakeUpThatFindsTheChannelFullIsSentLater: the controller plans a
+// waiting cluster again only when woken (or at its routine recheck), so a
+// wake-up is never dropped: one that finds the channel full goes with
+// the next round.
+func TestAWakeUpThatFindsTheChannelFullIsSentLater(t *testing.T) {
+	g := NewWithT(t)
+	p := &Prober{events: make(chan event.TypedGenericEvent[Wake], 1), clusters: map[types.NamespacedName]*clusterProbe{}}
+	defer p.Stop()
+	other := types.NamespacedName{Namespace: "ns", Name: "other"}
+	p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: other}}
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	// Nothing listens there: every probe fails at once, and only the
+	// first one is news.
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: "127.0.200.9"}}, "", 20*time.Millisecond)
+	g.Eventually(func() int { return len(p.Observations(key)) }).Should(Equal(1))
+	time.Sleep(100 * time.Millisecond)
+	g.Expect((<-p.Events()).Object.Key).To(Equal(other))
+	g.Eventually(p.Events()).Should(Receive(HaveField("Object.Key", key)), "the wake-up owed since the first round")
+	g.Consistently(p.Events(), 200*time.Millisecond).ShouldNot(Receive(), "and nothing more: the pod's silence did not change")
 }

@@ -265,7 +265,12 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, cc *cachev1alpha
 	if equality.Semantic.DeepEqual(original.Status, cc.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, cc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+	patch := client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
+	if log := ctrl.LoggerFrom(ctx).V(1); log.Enabled() {
+		data, _ := patch.Data(cc)
+		log.Info("Patching status", "patch", string(data))
+	}
+	if err := r.Client.Status().Patch(ctx, cc, patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -5,15 +5,18 @@ package benchmarks
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +41,15 @@ type scaleEnv struct {
 	logf                 *os.File
 	// args are the manager's extra flags.
 	args []string
+	// stopOnce: the benchmark's end and an interruption (guard) both
+	// stop the environment, once.
+	stopOnce sync.Once
+	stopped  chan struct{}
 }
+
+// started is about when the test binary started: go test's -timeout
+// counts from there.
+var started = time.Now()
 
 // startScaleEnv starts a cluster whose three nodes hold n clusters' pods
 // and more (or only the control plane: no node, pods are never scheduled),
@@ -46,7 +57,7 @@ type scaleEnv struct {
 func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	root := repoRoot()
 	bin := filepath.Join(root, "bin")
-	e := &scaleEnv{manager: filepath.Join(bin, "manager")}
+	e := &scaleEnv{manager: filepath.Join(bin, "manager"), stopped: make(chan struct{})}
 	build := exec.Command("go", "build", "-o", e.manager, "./cmd/manager")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
@@ -87,6 +98,10 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		// after that last status write, not among 1,000 of them.
 		e.args = append(e.args, "--majority-down-after=10s")
 	}
+	// Extra flags, to try worker counts or a log level without editing
+	// the benchmark.
+	e.args = append(e.args, strings.Fields(os.Getenv("SCALE_MANAGER_ARGS"))...)
+	e.guard(b)
 	e.startManager(b)
 	scheme := kruntime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -126,20 +141,64 @@ func (e *scaleEnv) stopManager() {
 	e.cmd = nil
 }
 
-// stop leaves nothing running: the manager, then every pod and the
-// control plane.
+// stop leaves nothing running: the manager, then every pod, the pod
+// network (namespaces, bridge) and the control plane.
 func (e *scaleEnv) stop(b *testing.B) {
-	e.stopManager()
-	e.c.Stop()
-	_ = e.logf.Close()
-	// The manager's log stays beside the figures: where a failover's time
-	// went is read from its steps' timestamps.
-	if log, err := os.ReadFile(e.logf.Name()); err == nil && os.MkdirAll(benchDir(), 0o755) == nil {
-		_ = os.WriteFile(filepath.Join(benchDir(), "scale-"+filepath.Base(e.dir)+"-manager.log"), log, 0o644)
+	e.stopAll(!b.Failed())
+}
+
+func (e *scaleEnv) stopAll(removeDir bool) {
+	e.stopOnce.Do(func() {
+		defer close(e.stopped)
+		e.stopManager()
+		e.c.Stop()
+		if e.logf == nil {
+			return
+		}
+		_ = e.logf.Close()
+		// The manager's log stays beside the figures: where a failover's time
+		// went is read from its steps' timestamps.
+		if log, err := os.ReadFile(e.logf.Name()); err == nil && os.MkdirAll(benchDir(), 0o755) == nil {
+			_ = os.WriteFile(filepath.Join(benchDir(), "scale-"+filepath.Base(e.dir)+"-manager.log"), log, 0o644)
+		}
+		if removeDir {
+			_ = os.RemoveAll(e.dir)
+		}
+	})
+}
+
+// guard stops the environment when the benchmark is interrupted (SIGINT,
+// SIGTERM, SIGHUP) or is about to reach go test's -timeout, whose panic
+// skips every deferred stop. The processes would die with the test binary
+// (their parent-death signal), but the pods' network namespaces and the
+// bridge would stay, and a kube-apiserver stopped by hand once outlived
+// its benchmark. The environment is stopped, then the binary exits.
+func (e *scaleEnv) guard(b *testing.B) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	var deadline <-chan time.Time
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
+			// Stopping 900 pods and the control plane takes about a
+			// minute at most.
+			deadline = time.After(time.Until(started.Add(d - 2*time.Minute)))
+		}
 	}
-	if !b.Failed() {
-		_ = os.RemoveAll(e.dir)
-	}
+	go func() {
+		defer signal.Stop(sig)
+		why := ""
+		select {
+		case s := <-sig:
+			why = "signal " + s.String()
+		case <-deadline:
+			why = "go test's -timeout is two minutes away"
+		case <-e.stopped:
+			return
+		}
+		fmt.Fprintf(os.Stderr, "BenchmarkScale: %s: stopping the manager, the pods, the pod network and the control plane (state kept in %s)\n", why, e.dir)
+		e.stopAll(false)
+		os.Exit(2)
+	}()
 }
 
 // procStatus reads one field (in kB) of the manager's /proc/PID/status.
@@ -273,10 +332,55 @@ func (e *scaleEnv) profile(b *testing.B, name string) {
 		if err != nil {
 			b.Logf("go tool pprof %s: %v", file, err)
 		}
+		if p.kind == "heap" {
+			// Where the RSS goes beyond the live heap: the runtime's own
+			// account (heap in use, idle, released to the system, stacks).
+			stats := e.memStats(b)
+			top = append(top, "\nruntime.MemStats (MiB):\n"...)
+			for _, k := range []string{"HeapAlloc", "HeapInuse", "HeapIdle", "HeapReleased", "HeapSys", "StackSys", "Sys", "NextGC"} {
+				top = fmt.Appendf(top, "  %-12s %7.1f\n", k, stats[k]/(1<<20))
+			}
+			b.ReportMetric(stats["HeapInuse"]/(1<<20), "heap_inuse_MiB")
+		}
 		if err := os.WriteFile(strings.TrimSuffix(file, ".pprof")+"-top.txt", top, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// memStats reads the manager's runtime.MemStats, as the text heap profile
+// ends with them ("# HeapInuse = 123").
+func (e *scaleEnv) memStats(b *testing.B) map[string]float64 {
+	resp, err := http.Get("http://" + e.pprofAd + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var k string
+		var v float64
+		if n, _ := fmt.Sscanf(sc.Text(), "# %s = %g", &k, &v); n == 2 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// loadAverage is the machine's one-minute load average.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 type resourceWrites struct {
