@@ -80,23 +80,11 @@ type attempt struct {
 // change wakes the cluster's reconcile.
 func (r *Reconciler) runBackup(ctx context.Context, s *scope, a plan.Action) error {
 	cc := s.cc
-	name := cc.Status.Operation.Backup
-	key := types.NamespacedName{Namespace: cc.Namespace, Name: name}
-	cb, err := r.ownBackup(ctx, cc, key)
+	cb, err := r.backupToRun(ctx, s)
 	if cb == nil || err != nil {
 		return err
 	}
-	if s.snap.Backup != nil && cb.Status.Attempts != s.snap.Backup.Attempts {
-		// Planned on a cached CacheBackup that has not seen the last
-		// attempt's end yet (it looked Running and streamed by no one):
-		// its retry time and stalled sources were unknown. The update's
-		// event plans again on what the attempt recorded.
-		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", s.snap.Backup.Attempts)
-		return nil
-	}
-	if cb.Status.Attempts >= maxBackupAttempts {
-		return r.failBackup(ctx, cc, key, fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
-	}
+	name, key := cb.Name, client.ObjectKeyFromObject(cb)
 	att, err := r.prepareAttempt(ctx, s, a, cb)
 	if att == nil || err != nil {
 		return err
@@ -115,6 +103,31 @@ func (r *Reconciler) runBackup(ctx context.Context, s *scope, a plan.Action) err
 	r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupStarted, "Backup", "Backup %s (attempt %d): streaming a snapshot of %s (%s) to %s", name, att.number, att.pod, att.why, att.where)
 	go r.stream(runCtx, cancel, att)
 	return nil
+}
+
+// backupToRun is the CacheBackup of the Backup operation, read from the
+// API server, when another attempt may start; nil when it is gone, was
+// planned on a stale copy, or has used up its attempts (it fails then).
+func (r *Reconciler) backupToRun(ctx context.Context, s *scope) (*cachev1alpha1.CacheBackup, error) {
+	cc := s.cc
+	name := cc.Status.Operation.Backup
+	key := types.NamespacedName{Namespace: cc.Namespace, Name: name}
+	cb, err := r.ownBackup(ctx, cc, key)
+	if cb == nil || err != nil {
+		return nil, err
+	}
+	if s.snap.Backup != nil && cb.Status.Attempts != s.snap.Backup.Attempts {
+		// Planned on a cached CacheBackup that has not seen the last
+		// attempt's end yet (it looked Running and streamed by no one):
+		// its retry time and stalled sources were unknown. The update's
+		// event plans again on what the attempt recorded.
+		ctrl.LoggerFrom(ctx).Info("Backup planned on a stale CacheBackup; planning again", "backup", name, "attempts", cb.Status.Attempts, "planned", s.snap.Backup.Attempts)
+		return nil, nil
+	}
+	if cb.Status.Attempts >= maxBackupAttempts {
+		return nil, r.failBackup(ctx, cc, key, fmt.Sprintf("gave up after %d attempts; the last: %s", cb.Status.Attempts, cb.Status.Message))
+	}
+	return cb, nil
 }
 
 // ownBackup reads the CacheBackup from the API server and adopts one made
@@ -157,31 +170,13 @@ func (r *Reconciler) failBackup(ctx context.Context, cc *cachev1alpha1.CacheClus
 func (r *Reconciler) prepareAttempt(ctx context.Context, s *scope, a plan.Action, cb *cachev1alpha1.CacheBackup) (*attempt, error) {
 	cc := s.cc
 	key := client.ObjectKeyFromObject(cb)
-	target := cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, PVC: cc.Spec.Backup.PVC}
-	if target.S3 == nil && target.PVC == nil {
-		return nil, r.failBackup(ctx, cc, key, "the cluster has no backup target: set spec.backup.s3 or spec.backup.pvc")
+	store, target, err := r.openBackupTarget(ctx, cc, cb, func(prefix string) string {
+		return backup.ObjectKey(prefix, cc.Namespace, cc.Name, cb.Name)
+	})
+	if store == nil || err != nil {
+		return nil, err
 	}
-	prefix := ""
-	if target.S3 != nil {
-		prefix = target.S3.Prefix
-	} else {
-		prefix = target.PVC.Prefix
-	}
-	objectKey := backup.ObjectKey(prefix, cc.Namespace, cc.Name, cb.Name)
-	target.Key = objectKey
-	store, err := r.openStore(ctx, cc, target, true)
-	if err != nil {
-		var missing *missingKeyError
-		var notReady *storeNotReadyError
-		switch {
-		case apierrors.IsNotFound(err) || errors.As(err, &missing):
-			return nil, r.failBackup(ctx, cc, key, err.Error())
-		case errors.As(err, &notReady):
-			// Waits a while for the pod, then counts as an attempt.
-			return nil, r.failAttemptBeforeStart(ctx, cc, key, cb, err)
-		}
-		return nil, err // the API server, not the Secret: the step is retried
-	}
+	objectKey := target.Key
 	src, _ := s.snap.Pod(a.Pod)
 	why, ok := strings.CutPrefix(a.Reason, "backup "+cb.Name+" from "+a.Pod+": ")
 	if !ok {
@@ -192,6 +187,40 @@ func (r *Reconciler) prepareAttempt(ctx context.Context, s *scope, a plan.Action
 		pod: a.Pod, why: why, addr: net.JoinHostPort(src.IP, "6379"), password: s.password,
 		target: target, store: store, objectKey: objectKey, where: store.Where(objectKey), start: r.now(),
 	}, nil
+}
+
+// openBackupTarget opens the cluster's backup target for the backup cb
+// stored at keyOf(the target's prefix). A nil store means the attempt does
+// not start: the CacheBackup failed (no target, a Secret a person must
+// fix) or waits for its backup-store pod; an error that the step is
+// retried.
+func (r *Reconciler) openBackupTarget(ctx context.Context, cc *cachev1alpha1.CacheCluster, cb *cachev1alpha1.CacheBackup, keyOf func(prefix string) string) (*backup.Store, cachev1alpha1.BackupLocation, error) {
+	key := client.ObjectKeyFromObject(cb)
+	target := cachev1alpha1.BackupLocation{S3: cc.Spec.Backup.S3, PVC: cc.Spec.Backup.PVC}
+	if target.S3 == nil && target.PVC == nil {
+		return nil, target, r.failBackup(ctx, cc, key, "the cluster has no backup target: set spec.backup.s3 or spec.backup.pvc")
+	}
+	prefix := ""
+	if target.S3 != nil {
+		prefix = target.S3.Prefix
+	} else {
+		prefix = target.PVC.Prefix
+	}
+	target.Key = keyOf(prefix)
+	store, err := r.openStore(ctx, cc, target, true)
+	if err != nil {
+		var missing *missingKeyError
+		var notReady *storeNotReadyError
+		switch {
+		case apierrors.IsNotFound(err) || errors.As(err, &missing):
+			return nil, target, r.failBackup(ctx, cc, key, err.Error())
+		case errors.As(err, &notReady):
+			// Waits a while for the pod, then counts as an attempt.
+			return nil, target, r.failAttemptBeforeStart(ctx, cc, key, cb, err)
+		}
+		return nil, target, err // the API server, not the Secret: the step is retried
+	}
+	return store, target, nil
 }
 
 // markRunning records the attempt in the CacheBackup before it streams.

@@ -95,6 +95,8 @@ type Reconciler struct {
 	failing failures
 	// backups: the dumps being streamed.
 	backups backupRuns
+	// manifests: the sharded backups restoring clusters read.
+	manifests manifests
 }
 
 // Reconcile takes one step towards a healthy replication topology:
@@ -191,6 +193,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	forgetMetrics(key)
 	r.expect.forget(key)
 	r.failing.forget(key)
+	r.manifests.forget(key)
 	r.mu.Lock()
 	delete(r.userSecrets, key)
 	delete(r.issued, key)

@@ -67,6 +67,9 @@ func (r *Reconciler) observeRestore(ctx context.Context, s *scope) error {
 	default:
 		snap.RestoreConfig = &plan.RestoreConfig{State: cm.Data["state"], Replace: cm.Data["replace"]}
 	}
+	if snap.Sharded != nil {
+		r.observeShardedRestore(ctx, s)
+	}
 	return nil
 }
 
@@ -131,8 +134,12 @@ func (r *Reconciler) startRestore(ctx context.Context, s *scope, a plan.Action) 
 	return nil
 }
 
-// verifyRestoreStep compares the restored master's keys with the backup.
+// verifyRestoreStep compares the restored master's keys with the backup
+// (each shard's master's, for a sharded cluster).
 func (r *Reconciler) verifyRestoreStep(ctx context.Context, s *scope, a plan.Action) error {
+	if s.cc.IsSharded() {
+		return r.verifyShardedRestore(ctx, s, a)
+	}
 	p, _ := s.snap.Pod(a.Pod)
 	return r.verifyRestore(ctx, s, p)
 }
@@ -193,24 +200,10 @@ func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.Po
 		keys, err = dbKeys(ctx, master.IP, pw, m.DB)
 	}
 	key := client.ObjectKeyFromObject(cc)
-	if err != nil {
-		r.mu.Lock()
-		if r.verifyErrorsSince == nil {
-			r.verifyErrorsSince = map[types.NamespacedName]time.Time{}
-		}
-		since, ok := r.verifyErrorsSince[key]
-		if !ok {
-			since = r.now()
-			r.verifyErrorsSince[key] = since
-		}
-		r.mu.Unlock()
-		if r.now().Sub(since) < verifyRetryFor {
-			return fmt.Errorf("checking the restore: %w", err)
-		}
+	if err != nil && !r.verifyErrorExpired(key) {
+		return fmt.Errorf("checking the restore: %w", err)
 	}
-	r.mu.Lock()
-	delete(r.verifyErrorsSince, key)
-	r.mu.Unlock()
+	r.verifyErrorCleared(key)
 	switch {
 	case err != nil:
 		cond.Status, cond.Reason = metav1.ConditionFalse, cachev1alpha1.ReasonRestoreMismatch
@@ -242,6 +235,30 @@ func (r *Reconciler) verifyRestore(ctx context.Context, s *scope, master plan.Po
 		}
 	})
 	return nil
+}
+
+// verifyErrorExpired notes that checking a cluster's restore failed and
+// says whether it has failed for verifyRetryFor: then the check is
+// recorded as failed instead of retried.
+func (r *Reconciler) verifyErrorExpired(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.verifyErrorsSince == nil {
+		r.verifyErrorsSince = map[types.NamespacedName]time.Time{}
+	}
+	since, ok := r.verifyErrorsSince[key]
+	if !ok {
+		since = r.now()
+		r.verifyErrorsSince[key] = since
+	}
+	return r.now().Sub(since) >= verifyRetryFor
+}
+
+// verifyErrorCleared forgets the failures of a cluster's restore check.
+func (r *Reconciler) verifyErrorCleared(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.verifyErrorsSince, key)
 }
 
 func (r *Reconciler) restoreMetadata(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) (backup.Metadata, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/backup"
 	"github.com/cacheops/cacheops/dayTwo/plan"
 )
 
@@ -51,7 +53,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 	}
 	for _, p := range prune {
 		b := p.Backup
-		if err := r.deleteStored(ctx, cc, *b.Status.Location); err != nil {
+		if err := r.deleteStored(ctx, cc, &b); err != nil {
 			errs = append(errs, fmt.Errorf("backup %s: %w", b.Name, err))
 			continue
 		}
@@ -59,17 +61,43 @@ func (r *Reconciler) applyRetention(ctx context.Context, clusterKey types.Namesp
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupPruned, "Retention", "Removed backup %s and %s (%s)", b.Name, b.Status.Location, p.Why)
+		what := b.Status.Location.String()
+		if b.IsSharded() {
+			what = fmt.Sprintf("its %d shards' dumps in %s", len(b.Status.Shards), what)
+		}
+		r.Recorder.Eventf(cc, nil, corev1.EventTypeNormal, cachev1alpha1.EventBackupPruned, "Retention", "Removed backup %s and %s (%s)", b.Name, what, p.Why)
 	}
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) deleteStored(ctx context.Context, cc *cachev1alpha1.CacheCluster, loc cachev1alpha1.BackupLocation) error {
+// deleteStored removes what a completed backup stored: its dump and
+// metadata, or for a sharded cluster's backup its manifest first, then
+// every shard's dump and metadata.
+func (r *Reconciler) deleteStored(ctx context.Context, cc *cachev1alpha1.CacheCluster, b *cachev1alpha1.CacheBackup) error {
+	loc := *b.Status.Location
 	store, err := r.openStore(ctx, cc, loc, true)
 	if err != nil {
 		return err
 	}
-	return store.Delete(ctx, loc.Key)
+	if !cachev1alpha1.IsShardedKey(loc.Key) {
+		return store.Delete(ctx, loc.Key)
+	}
+	return store.DeleteSharded(ctx, loc.Key, shardFiles(b))
+}
+
+// shardFiles are the names of a sharded backup's dumps in its folder, as
+// its CacheBackup records them.
+func shardFiles(b *cachev1alpha1.CacheBackup) []string {
+	folder := b.Status.Location.Key
+	files := make([]string, 0, len(b.Status.Shards))
+	for _, sh := range b.Status.Shards {
+		if f, ok := strings.CutPrefix(sh.Key, folder); ok && f != "" && !strings.Contains(f, "/") {
+			files = append(files, f)
+		} else {
+			files = append(files, backup.ShardFile(int(sh.Index)))
+		}
+	}
+	return files
 }
 
 func ptrOr[T any](p *T, def T) T {

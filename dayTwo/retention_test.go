@@ -58,3 +58,27 @@ func TestRetentionSkipsBackupsOnAClaimNoLongerUsed(t *testing.T) {
 		t.Fatalf("%d backups left, want all 3 (their claim is no longer served)", len(list.Items))
 	}
 }
+
+// A sharded backup's dumps, as retention removes them: the names its
+// CacheBackup records in the folder, the standard name for one that does
+// not name a file of it.
+func TestShardFilesOfAShardedBackup(t *testing.T) {
+	b := &cachev1alpha1.CacheBackup{}
+	b.Status.Location = &cachev1alpha1.BackupLocation{Key: "p/ns/c/c-1/"}
+	b.Status.Shards = []cachev1alpha1.ShardBackup{
+		{Index: 0, Key: "p/ns/c/c-1/shard-0.rdb"},
+		{Index: 1, Key: "elsewhere/shard-1.rdb"},
+		{Index: 2, Key: "p/ns/c/c-1/sub/shard-2.rdb"},
+		{Index: 3},
+	}
+	got := shardFiles(b)
+	want := []string{"shard-0.rdb", "shard-1.rdb", "shard-2.rdb", "shard-3.rdb"}
+	if len(got) != len(want) {
+		t.Fatalf("shardFiles = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("shardFiles = %v, want %v", got, want)
+		}
+	}
+}

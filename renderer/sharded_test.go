@@ -93,3 +93,43 @@ func TestClusterParameters(t *testing.T) {
 	cc.Spec.HighAvailability.AutoFailover = ptr.To(false)
 	g.Expect(ClusterParameters(cc)).To(Equal(map[string]string{"cluster-node-timeout": "2000", "cluster-replica-no-failover": "yes"}))
 }
+
+// A sharded cluster restored from a sharded backup: the init container
+// learns its pod's name (the ordinal names its shard and whether it is the
+// shard's first pod), the ConfigMap the backup's folder, the shard count
+// and the pods per shard; no S3 secret is needed for that.
+func TestRenderShardedRestore(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["sharded"]
+	cc.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: "prod/default/sharded/sharded-1/",
+		S3: &cachev1alpha1.S3Target{Endpoint: "s3.example.com", Bucket: "b", CredentialsSecret: "s3"}}
+	objs, err := Render(cc, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	byName := map[string]map[string]any{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetName()] = o.Object
+	}
+	data, _, _ := unstructured.NestedStringMap(byName["ConfigMap/sharded-restore"], "data")
+	g.Expect(data).To(Equal(map[string]string{"state": "pending", "key": "prod/default/sharded/sharded-1/", "replace": "", "shards": "3", "podsPerShard": "2"}))
+	inits, _, _ := unstructured.NestedSlice(byName["StatefulSet/sharded"], "spec", "template", "spec", "initContainers")
+	g.Expect(inits).To(HaveLen(1))
+	env := inits[0].(map[string]any)["env"]
+	g.Expect(env).To(ContainElement(map[string]any{"name": "POD_NAME", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}}))
+	g.Expect(env).To(ContainElement(HaveKeyWithValue("name", "AWS_ACCESS_KEY_ID")))
+
+	// A replication cluster's restore gets neither.
+	basic := loadExamples(t)["basic"]
+	basic.Spec.Restore = &cachev1alpha1.RestoreSpec{Key: "prod/default/basic/b.rdb", S3: cc.Spec.Restore.S3}
+	objs, err = Render(basic, DefaultCapabilities())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && o.GetName() == "basic-restore" {
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			g.Expect(data).NotTo(HaveKey("shards"))
+		}
+		if o.GetKind() == "StatefulSet" && o.GetName() == "basic" {
+			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+			g.Expect(inits[0].(map[string]any)["env"]).NotTo(ContainElement(HaveKeyWithValue("name", "POD_NAME")))
+		}
+	}
+}

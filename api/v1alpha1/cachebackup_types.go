@@ -39,7 +39,9 @@ type BackupLocation struct {
 	// PVC is the claim that holds the dump.
 	// +optional
 	PVC *PVCTarget `json:"pvc,omitempty"`
-	// Key of the dump; its metadata is Key + ".json".
+	// Key of the dump; its metadata is Key + ".json". A sharded
+	// cluster's backup is a folder: Key ends in / and holds one dump per
+	// shard (shard-<i>.rdb) and manifest.json.
 	Key string `json:"key"`
 }
 
@@ -125,7 +127,81 @@ type CacheBackupStatus struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Shards are the dumps of a sharded cluster's backup, one per shard,
+	// all started in the same step (docs/backup.md says what that
+	// guarantees: each dump is one point in time of its shard, not one
+	// point in time of the whole cluster). Location.Key is then the
+	// backup's folder (ending in /) holding shard-<i>.rdb, their metadata
+	// and manifest.json; Size, Keys, ExpiringKeys and BytesReceived are
+	// the shards' sums, Checksum is the manifest's and RDBVersion the
+	// highest of the shards'. Empty for a replication cluster's backup.
+	// +optional
+	// +listType=map
+	// +listMapKey=index
+	// +kubebuilder:validation:MaxItems=64
+	Shards []ShardBackup `json:"shards,omitempty"`
 }
+
+// ShardBackup is the dump of one shard of a sharded cluster's backup.
+type ShardBackup struct {
+	// Index of the shard: its pods are the ordinals index × (1 +
+	// replicasPerShard) up to the next shard's first.
+	Index int32 `json:"index"`
+	// Slots are the hash slot ranges the shard's master served when the
+	// backup started (CLUSTER NODES), such as "0-5461": a restore gives
+	// the shard these slots.
+	// +optional
+	Slots []string `json:"slots,omitempty"`
+	// SourcePod is the pod the shard's dump was taken from.
+	// +optional
+	SourcePod string `json:"sourcePod,omitempty"`
+	// SourceReason says why SourcePod was chosen.
+	// +optional
+	SourceReason string `json:"sourceReason,omitempty"`
+	// Key of the shard's dump in the backup's store; its metadata is Key +
+	// ".json".
+	// +optional
+	Key string `json:"key,omitempty"`
+	// BytesReceived of the shard's dump by the current (or last) attempt.
+	// +optional
+	BytesReceived int64 `json:"bytesReceived,omitempty"`
+	// Size of the shard's dump in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Checksum of the shard's dump, "sha256:<hex>".
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// RedisVersion that wrote the shard's dump.
+	// +optional
+	RedisVersion string `json:"redisVersion,omitempty"`
+	// RDBVersion is the shard's dump's RDB format version.
+	// +optional
+	RDBVersion int32 `json:"rdbVersion,omitempty"`
+	// ReplicationOffset of the source when the dump was made.
+	// +optional
+	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
+	// Keys in the shard's dump, and how many of them have a time to live;
+	// -1 when the dump's header could not be read.
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// +optional
+	ExpiringKeys int64 `json:"expiringKeys,omitempty"`
+	// StartTime is when the shard's snapshot was asked for (SYNC sent):
+	// the source forks at once, or after a save it is busy with.
+	// CompletionTime is when the dump was stored.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// IsSharded says whether the backup holds a sharded cluster's dumps, one
+// per shard.
+func (b *CacheBackup) IsSharded() bool { return len(b.Status.Shards) > 0 }
+
+// IsShardedKey says whether a backup key names a sharded backup's folder
+// (it ends in /) rather than one dump.
+func IsShardedKey(key string) bool { return len(key) > 0 && key[len(key)-1] == '/' }
 
 // CacheBackup is one backup of a CacheCluster, scheduled or on demand. It is
 // owned by its cluster; `kubectl get cachebackups` is the history. Deleting

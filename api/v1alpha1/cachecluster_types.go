@@ -21,7 +21,9 @@ const MaxReplicas = 15
 // +kubebuilder:validation:XValidation:rule="self.mode == 'sharded' || (!has(self.shards) && !has(self.replicasPerShard))",message="spec.shards and spec.replicasPerShard apply only to mode: sharded; a replication cluster sizes itself with spec.replicas"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || has(self.shards)",message="a sharded cluster needs spec.shards, the number of masters the 16384 slots are spread over (at least 3)"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || !has(self.replicas) || self.replicas == 3",message="spec.replicas and spec.shards cannot be set together: a sharded cluster has spec.shards × (1 + spec.replicasPerShard) pods; remove spec.replicas"
-// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || (!has(self.restore) && (!has(self.backup) || ((!has(self.backup.enabled) || !self.backup.enabled) && (!has(self.backup.autoRestore) || !self.backup.autoRestore))))",message="backups and restores of a sharded cluster are not supported yet (issue 15): remove backup.enabled, backup.autoRestore and restore"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || !has(self.backup) || !has(self.backup.autoRestore) || !self.backup.autoRestore",message="backup.autoRestore (disaster recovery in place) is not supported for a sharded cluster: restore a backup into a new sharded CacheCluster with spec.restore instead (docs/backup.md)"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'sharded' || !has(self.restore) || !has(self.restore.key) || self.restore.key.endsWith('/')",message="a sharded cluster restores a sharded cluster's backup: restore.key names the backup's folder and ends in / (such as prod/shop/sessions/sessions-20261130030000/); a key of one dump (.rdb) is a replication cluster's backup, which a cluster with mode: replication restores"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'sharded' || !has(self.restore) || !has(self.restore.key) || !self.restore.key.endsWith('/')",message="restore.key ends in /, so it names a sharded cluster's backup (a folder of one dump per shard): restore it into a cluster with mode: sharded and the backup's shard count"
 // +kubebuilder:validation:XValidation:rule="(has(self.replicasPerShard) ? self.replicasPerShard : 1) == (has(oldSelf.replicasPerShard) ? oldSelf.replicasPerShard : 1)",message="spec.replicasPerShard cannot change yet (issue 15): adding or removing replicas of a shard is not supported; create a new sharded CacheCluster with the replica count you want"
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version in ['redis 6.2.14', 'redis 7.0.15', 'valkey 8.0.1']",messageExpression="'engine ' + (has(self.engine) ? self.engine : 'redis') + ' version ' + self.version + ' is not supported; supported: redis 6.2.14, redis 7.0.15, valkey 8.0.1 (docs/engines.md)'"
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'redis') + ' ' + self.version != 'redis 6.2.14' || !has(self.config) || self.config.all(k, !(k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas']))",messageExpression="'redis 6.2.14 has no parameter ' + self.config.filter(k, k in ['aof-timestamp-enabled', 'latency-tracking', 'maxmemory-clients', 'repl-diskless-sync-max-replicas'])[0] + '; remove it from spec.config or choose a newer version'"
@@ -157,7 +159,9 @@ type CacheClusterSpec struct {
 	Backup BackupSpec `json:"backup,omitempty"`
 
 	// Restore starts a new cluster from a backup: every pod loads the dump
-	// into its data directory before redis-server starts. It cannot be
+	// into its data directory before redis-server starts (in a sharded
+	// cluster, each shard's first pod loads that shard's dump and the
+	// shard's slots are the ones the backup recorded). It cannot be
 	// added, changed or removed after creation.
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
@@ -333,7 +337,8 @@ type BackupSpec struct {
 
 	// AutoRestore rebuilds the cluster in place from its latest completed
 	// backup when more than half of its pods came back without their data
-	// and no pod holds any. Writes made after that backup are lost (an
+	// and no pod holds any. Replication mode only: a sharded cluster
+	// restores into a new CacheCluster (spec.restore). Writes made after that backup are lost (an
 	// Event says from when). Off: the cluster is Failed (DataLost) and the
 	// message says how to restore by hand. Turning it on adds an init
 	// container to the pods, which restart once, one at a time.
@@ -419,7 +424,9 @@ type RestoreSpec struct {
 
 	// Key is the object key of a dump (its metadata is <key>.json next to
 	// it), for a backup whose CacheBackup object is gone, e.g. after the
-	// source cluster was deleted.
+	// source cluster was deleted. A sharded cluster's backup is a folder:
+	// its key ends in / (<prefix><namespace>/<cluster>/<backup>/), and
+	// only a sharded cluster with the backup's shard count restores it.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

@@ -107,8 +107,12 @@ const (
 	// does not exist or has not completed.
 	ReasonRestoreSourceNotReady = "RestoreSourceNotReady"
 	// ReasonRestoreIncompatible: spec.restore names a dump of an RDB
-	// version newer than the cluster's engine version reads; no pod is
-	// made.
+	// version newer than the cluster's engine version reads, or a backup
+	// of another layout (a sharded backup of another shard count, a
+	// replication cluster's dump in a sharded cluster or the other way
+	// round); no pod is made, or (a layout found only in the bucket's
+	// manifest) the Restored condition is False with it and the cluster
+	// is Stalled.
 	ReasonRestoreIncompatible = "RestoreIncompatible"
 	// ReasonRestoreVerified: the restored key count matches the metadata.
 	ReasonRestoreVerified = "RestoreVerified"

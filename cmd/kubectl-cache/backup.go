@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +72,24 @@ func backupNow(args []string, stdout io.Writer) error {
 	if !done {
 		return fmt.Errorf("backup %s did not complete within %s (phase %s: %s)", cb.Name, *wait, orDash(string(cb.Status.Phase)), cb.Status.Message)
 	}
-	fmt.Fprintf(stdout, "completed: %d keys, %d bytes, %s (%s)\n", cb.Status.Keys, cb.Status.Size, cb.Status.Location, cb.Status.Checksum)
+	writeCompleted(stdout, cb)
 	return nil
+}
+
+// writeCompleted describes a completed backup: its keys, size and
+// location, and for a sharded cluster's backup each shard's dump.
+func writeCompleted(w io.Writer, cb *cachev1alpha1.CacheBackup) {
+	st := cb.Status
+	if !cb.IsSharded() {
+		fmt.Fprintf(w, "completed: %d keys, %d bytes, %s (%s)\n", st.Keys, st.Size, st.Location, st.Checksum)
+		return
+	}
+	fmt.Fprintf(w, "completed: %d shards, %d keys, %d bytes, %s (manifest %s)\n", len(st.Shards), st.Keys, st.Size, st.Location, st.Checksum)
+	for _, sh := range st.Shards {
+		fmt.Fprintf(w, "  shard %d, slots %s: %d keys, %d bytes from %s, %s (%s)\n",
+			sh.Index, strings.Join(sh.Slots, ","), sh.Keys, sh.Size, sh.SourcePod, path.Base(sh.Key), sh.Checksum)
+	}
+	if st.Message != "" {
+		fmt.Fprintf(w, "  %s\n", st.Message)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -31,11 +32,13 @@ func restore(args []string) int {
 	fs.StringVar(&claim, "claim", "", "Name of the claim mounted at --dir, for messages.")
 	fs.StringVar(&key, "key", "", "Object key of the dump, when --config-dir has no key file.")
 	fs.StringVar(&dataDir, "data-dir", "/data", "Redis data directory.")
-	fs.StringVar(&configDir, "config-dir", "", "Folder with the files state (\"done\": nothing to restore, new pods get their data by replication), key (the dump) and replace (the disaster recovery that may replace existing data).")
+	fs.StringVar(&configDir, "config-dir", "", "Folder with the files state (\"done\": nothing to restore, new pods get their data by replication), key (the dump) and replace (the disaster recovery that may replace existing data); for a sharded cluster also shards and podsPerShard, with the pod's name in $POD_NAME.")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var replace string
+	var shard, shards int
+	sharded := false
 	if configDir != "" {
 		read := func(name string) string {
 			b, _ := os.ReadFile(filepath.Join(configDir, name))
@@ -49,6 +52,23 @@ func restore(args []string) int {
 			key = k
 		}
 		replace = read("replace")
+		if pps := read("podsPerShard"); pps != "" {
+			sharded = true
+			var lead bool
+			var err error
+			shard, shards, lead, err = shardOfPod(os.Getenv("POD_NAME"), pps, read("shards"))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "restore:", err)
+				return 2
+			}
+			if !lead {
+				// CLUSTER REPLICATE refuses a node that holds keys or
+				// slots: the shard's other pods start empty and get the
+				// data by replication from its first pod.
+				fmt.Fprintf(os.Stderr, "restore: %s is a replica of shard %d; it gets the shard's data by replication\n", os.Getenv("POD_NAME"), shard)
+				return 0
+			}
+		}
 	}
 	if key == "" || (dir == "" && (t.Endpoint == "" || t.Bucket == "")) {
 		fmt.Fprintln(os.Stderr, "restore: --key and either --dir or --endpoint and --bucket are required")
@@ -76,9 +96,35 @@ func restore(args []string) int {
 		}
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "restore: "+format+"\n", a...) }
+	if sharded {
+		if _, err := backup.RestoreShardInto(ctx, store, key, shard, shards, dataDir, logf); err != nil {
+			fmt.Fprintln(os.Stderr, "restore:", err)
+			return 1
+		}
+		return 0
+	}
 	if _, err := backup.RestoreInto(ctx, store, key, dataDir, replace, logf); err != nil {
 		fmt.Fprintln(os.Stderr, "restore:", err)
 		return 1
 	}
 	return 0
+}
+
+// shardOfPod is the shard of a sharded cluster's pod (name-<ordinal>), the
+// cluster's shard count, and whether the pod is its shard's first, the one
+// that loads the shard's dump.
+func shardOfPod(pod, podsPerShard, shards string) (shard, count int, lead bool, err error) {
+	pps, err := strconv.Atoi(podsPerShard)
+	if err != nil || pps < 1 {
+		return 0, 0, false, fmt.Errorf("podsPerShard %q is not a positive number", podsPerShard)
+	}
+	if count, err = strconv.Atoi(shards); err != nil || count < 1 {
+		return 0, 0, false, fmt.Errorf("shards %q is not a positive number", shards)
+	}
+	i := strings.LastIndexByte(pod, '-')
+	ordinal, err := strconv.Atoi(pod[i+1:])
+	if i < 0 || err != nil || ordinal < 0 {
+		return 0, 0, false, fmt.Errorf("POD_NAME %q does not end in a StatefulSet ordinal", pod)
+	}
+	return ordinal / pps, count, ordinal%pps == 0, nil
 }

@@ -48,6 +48,10 @@ type Metadata struct {
 	Checksum          string    `json:"checksum"`
 	StartTime         time.Time `json:"startTime"`
 	EndTime           time.Time `json:"endTime"`
+	// Shard and Slots are set on a shard's dump of a sharded cluster's
+	// backup: its index and the slot ranges it served.
+	Shard *int     `json:"shard,omitempty"`
+	Slots []string `json:"slots,omitempty"`
 }
 
 // MetadataKey is the key of a dump's metadata.

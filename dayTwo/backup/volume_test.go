@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestRemoteStoreRoundTrip(t *testing.T) {
 		t.Fatalf("the dump on the claim: %d bytes, %v", len(onDisk), err)
 	}
 	got, err := s.Metadata(ctx, key)
-	if err != nil || got != m {
+	if err != nil || !reflect.DeepEqual(got, m) {
 		t.Fatalf("metadata: %+v, %v", got, err)
 	}
 	r, err := s.Get(ctx, key)

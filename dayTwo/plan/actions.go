@@ -85,6 +85,8 @@ type Action struct {
 	Shards []cachev1alpha1.ShardStatus
 	// NodeIDs are the nodes ClusterForget forgets.
 	NodeIDs []string
+	// Sources are the shards' sources of RunShardedBackup.
+	Sources []BackupSource
 }
 
 func (a Action) String() string {

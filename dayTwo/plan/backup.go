@@ -75,8 +75,13 @@ func planBackup(s Snapshot) Action {
 // ordinal. A busy or stalled replica is chosen only when no other is in
 // sync; the stall timeout then bounds the wait.
 func backupSource(s Snapshot, master PodState, stalled []string) (string, string) {
+	return sourceAmong(s.Pods, master, stalled)
+}
+
+// sourceAmong is backupSource among pods: the cluster's, or one shard's.
+func sourceAmong(pods []PodState, master PodState, stalled []string) (string, string) {
 	var cands []PodState
-	for _, p := range s.Pods {
+	for _, p := range pods {
 		if p.Name != master.Name && !p.Deleting && inSync(p, master) {
 			cands = append(cands, p)
 		}

@@ -506,10 +506,10 @@ func Queued(s Snapshot) string {
 	var waiting []string
 	switch {
 	case s.Spec.Replicas == base.Replicas:
-	case s.Sharded != nil:
-		pps := int32(s.Sharded.PodsPerShard)
+	case s.Sharded != nil && op.Type != cachev1alpha1.OperationScaling:
+		pps := int32(max(s.Sharded.PodsPerShard, 1))
 		waiting = append(waiting, fmt.Sprintf("shards %d→%d", base.Replicas/pps, s.Spec.Replicas/pps))
-	default:
+	case s.Sharded == nil:
 		waiting = append(waiting, fmt.Sprintf("replicas %d→%d", base.Replicas, s.Spec.Replicas))
 	}
 	if s.Blocked != nil && s.Blocked.Target == renderer.ValuesKey(s.Spec) {

@@ -321,7 +321,7 @@ func planReshard(v shardedView) Action {
 		from := int(approved.Replicas) / pps
 		why := fmt.Sprintf("spec.shards %d → %d: %d slots move", from, n, countSlots(moves))
 		if from == n {
-			why = fmt.Sprintf("%d slots are left moving or off the even layout (a migration cut off by a crash): they are finished, then moved back", len(flying)+countSlots(moves))
+			why = fmt.Sprintf("%d slots are left moving or off the even layout (a migration cut off by a crash, or a restored backup's layout): they are finished, then moved to the even layout", len(flying)+countSlots(moves))
 		}
 		return Action{Type: ActionStartOperation, Reason: why,
 			Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationScaling, Reason: why, Resharding: MovesStatus(from, n, moves)}}

@@ -20,6 +20,9 @@ type ShardedState struct {
 	// (renderer.ClusterParameters); the nodes report theirs in their
 	// ClusterView.
 	Parameters map[string]string
+	// Restore is the sharded backup a new cluster restores (spec.restore)
+	// until its restore is checked; nil otherwise (sharded_restore.go).
+	Restore *ShardedRestore
 }
 
 // Steps of a sharded cluster (sharded.go).
@@ -79,10 +82,19 @@ func (v shardedView) formed() bool {
 // the shard's other pods replicate it, and once every node says
 // cluster_state:ok the labels and status.shards follow what the nodes
 // report. A dead master is Redis Cluster's to replace: its shard's
-// replicas elect the one with the most data (docs/sharded.md).
+// replicas elect the one with the most data (docs/sharded.md). A backup's
+// end and a restore's layout (sharded_backup.go, sharded_restore.go) are
+// decided first; a restored cluster is checked before its pods are
+// labelled; a backup runs when no resharding is due, and a resharding
+// waits while a backup streams.
 func planSharded(s Snapshot) Action {
 	v := newShardedView(s)
 	v.claimed = v.claims()
+	for _, rule := range []func(shardedView) Action{planShardedBackupEnd, planShardedRestore} {
+		if a := rule(v); a.Type != ActionNone {
+			return a
+		}
+	}
 	if !v.formed() {
 		// Bootstrap needs every node of the layout: slots given to a
 		// partial cluster would have to move later.
@@ -93,7 +105,7 @@ func planSharded(s Snapshot) Action {
 			}
 		}
 	}
-	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planMoving, planCoverage, planShardLabels, planShardStatus} {
+	for _, rule := range []func(shardedView) Action{planMeet, planSlots, planReplicas, planMoving, planCoverage, planShardedRestoreCheck, planShardLabels, planShardStatus} {
 		if a := rule(v); a.Type != ActionNone {
 			return a
 		}
@@ -101,14 +113,20 @@ func planSharded(s Snapshot) Action {
 	if s.Approved == nil {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}
-	// A rolling restart or a configuration change in progress continues
-	// (shard_rollout.go); resharding, which also repairs a slot left
-	// moving, goes before a new one starts.
-	if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationScaling {
+	// A backup in progress streams its dumps; a rolling restart or a
+	// configuration change in progress continues (shard_rollout.go);
+	// resharding, which also repairs a slot left moving, goes before a new
+	// one starts, and so does a waiting backup.
+	if a := planShardedBackup(v); a.Type != ActionNone {
+		return a
+	}
+	if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationScaling && op.Type != cachev1alpha1.OperationBackup {
 		return planShardedOperation(v)
 	}
-	if a := planReshard(v); a.Type != ActionNone {
-		return a
+	for _, rule := range []func(shardedView) Action{planReshard, nextShardedBackup} {
+		if a := rule(v); a.Type != ActionNone {
+			return a
+		}
 	}
 	return planShardedOperation(v)
 }
@@ -185,8 +203,9 @@ func (v shardedView) shardMaster(i int) (PodState, *probe.ClusterView) {
 	return PodState{}, nil
 }
 
-// planSlots gives each shard the part of its even share no node serves:
-// all of it at bootstrap, the rest after an operator restarted halfway.
+// planSlots gives each shard the part of its even share (a restored
+// cluster: of the slots the backup recorded for it) no node serves: all
+// of it at bootstrap, the rest after an operator restarted halfway.
 // Slots some node serves are never taken from it here (that is a
 // migration).
 func planSlots(v shardedView) Action {
@@ -198,7 +217,10 @@ func planSlots(v shardedView) Action {
 	}
 	n := v.s.Sharded.Shards
 	for i := range n {
-		missing := owned.missing(EvenSlots(i, n))
+		var missing []probe.SlotRange
+		for _, r := range v.shardSlots(i) {
+			missing = append(missing, owned.missing(r)...)
+		}
 		if len(missing) == 0 {
 			continue
 		}

@@ -44,6 +44,8 @@ type modelNode struct {
 	// params are the node's cluster parameters, as CONFIG GET reports
 	// them.
 	params map[string]string
+	// saving: busy with a background save (INFO persistence).
+	saving bool
 	// Resharding: the slots marked on the node's own line, the keys it
 	// holds by slot, the nodes it was told to forget.
 	migrating, importing map[int]string
@@ -122,9 +124,18 @@ func (c *redisCluster) snapshot() Snapshot {
 				}
 			}
 		}
-		p.Ready, p.Revision, p.Obs.RunID = true, cmp.Or(n.rev, "r1"), fmt.Sprintf("%s@%d", c.name(o), n.run)
+		p.Ready, p.Obs.Saving, p.Revision, p.Obs.RunID = !n.down, n.saving, cmp.Or(n.rev, "r1"), fmt.Sprintf("%s@%d", c.name(o), n.run)
 		for _, k := range n.keys {
 			p.Obs.Keys += int64(k)
+		}
+		// A replica reports its master's address and holds its keys.
+		for _, m := range c.nodes {
+			if !n.master && m.id == n.masterID {
+				p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.ip, !m.down
+				for _, k := range m.keys {
+					p.Obs.Keys += int64(k)
+				}
+			}
 		}
 		if n.down {
 			p = down(p, 0)
@@ -161,6 +172,12 @@ func (c *redisCluster) apply(t testing.TB, s *Snapshot, a Action) {
 		s.Sharded.Recorded = a.Shards
 	case ActionApprove:
 		s.Approved = a.Values
+	case ActionRunShardedBackup:
+		b := *s.Backup
+		b.Phase, b.Running = cachev1alpha1.BackupRunning, true
+		s.Backup = &b
+	case ActionVerifyRestore:
+		s.RestorePending, s.Sharded.Restore = false, nil
 	default:
 		if !c.applyRollout(t, s, a) {
 			c.applyReshard(t, s, a)
@@ -276,6 +293,7 @@ func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	var steps []Action
 	for range 3000 {
 		fresh := c.next(s)
+		fresh.RestorePending, fresh.Sharded.Restore, fresh.Backup, fresh.PendingBackup = s.RestorePending, s.Sharded.Restore, s.Backup, s.PendingBackup
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
 			return append(steps, a), fresh

@@ -1,6 +1,10 @@
 package plan
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 )
@@ -52,6 +56,41 @@ func SlotStrings(ranges []probe.SlotRange) []string {
 	out := make([]string, 0, len(ranges))
 	for _, r := range ranges {
 		out = append(out, r.String())
+	}
+	return out
+}
+
+// ParseSlotStrings reads ranges as SlotStrings writes them ("0-5460",
+// "5461"), sorted and merged where they touch.
+func ParseSlotStrings(ss []string) ([]probe.SlotRange, error) {
+	var set slotSet
+	for _, r := range ss {
+		first, last, isRange := strings.Cut(r, "-")
+		if !isRange {
+			last = first
+		}
+		a, errA := strconv.Atoi(first)
+		b, errB := strconv.Atoi(last)
+		if errA != nil || errB != nil || a < 0 || b < a || b >= cachev1alpha1.SlotCount {
+			return nil, fmt.Errorf("%q is not a slot range (such as 0-5461, or 5462)", r)
+		}
+		set.add(probe.SlotRange{Start: a, End: b})
+	}
+	return set.ranges(), nil
+}
+
+// ranges are the slots of s, as ranges.
+func (s *slotSet) ranges() []probe.SlotRange {
+	var out []probe.SlotRange
+	for i := range cachev1alpha1.SlotCount {
+		if !s.has(i) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].End == i-1 {
+			out[n-1].End = i
+		} else {
+			out = append(out, probe.SlotRange{Start: i, End: i})
+		}
 	}
 	return out
 }

@@ -53,14 +53,78 @@ func sortedKeys(before, after map[string]*cachev1alpha1.CacheCluster) []string {
 }
 
 func created(a *cachev1alpha1.CacheCluster) ClusterPlan {
-	if a.IsSharded() {
-		return ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created",
-			Operations: []PlannedOperation{{Type: "Create", Description: fmt.Sprintf(
-				"a new sharded cluster of %d shards × %d pods (%d pods), version %s: day-two meets the nodes, spreads the 16384 slots evenly over the shards' first pods and makes the others their replicas",
-				a.ShardCount(), a.PodsPerShard(), a.DesiredReplicas(), a.Spec.Version)}}}
+	p := ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created"}
+	if p.Rejected = rejectedBackup(a); len(p.Rejected) > 0 {
+		return p
 	}
-	return ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "created",
-		Operations: []PlannedOperation{{Type: "Create", Description: fmt.Sprintf("a new cluster of %d pods, version %s", a.DesiredReplicas(), a.Spec.Version)}}}
+	switch {
+	case a.IsSharded() && a.Spec.Restore != nil:
+		p.Operations = []PlannedOperation{{Type: "Create", Description: fmt.Sprintf(
+			"a new sharded cluster of %d shards × %d pods (%d pods), version %s, restored from %s: each shard's first pod loads that shard's dump before redis-server starts and its other pods replicate it; day-two meets the nodes, gives each shard the slots the backup recorded and checks each shard's keys and slots against the backup (condition Restored) before labelling the pods. The backup must hold %d shards (Stalled otherwise); a layout off the even spread is moved to it afterwards",
+			a.ShardCount(), a.PodsPerShard(), a.DesiredReplicas(), a.Spec.Version, restoreSource(a.Spec.Restore), a.ShardCount())}}
+	case a.IsSharded():
+		p.Operations = []PlannedOperation{{Type: "Create", Description: fmt.Sprintf(
+			"a new sharded cluster of %d shards × %d pods (%d pods), version %s: day-two meets the nodes, spreads the 16384 slots evenly over the shards' first pods and makes the others their replicas",
+			a.ShardCount(), a.PodsPerShard(), a.DesiredReplicas(), a.Spec.Version)}}
+	case a.Spec.Restore != nil:
+		p.Operations = []PlannedOperation{{Type: "Create", Description: fmt.Sprintf(
+			"a new cluster of %d pods, version %s, restored from %s: every pod loads the dump before redis-server starts; the master's key count is checked against the backup (condition Restored) before it is labelled",
+			a.DesiredReplicas(), a.Spec.Version, restoreSource(a.Spec.Restore))}}
+	default:
+		p.Operations = []PlannedOperation{{Type: "Create", Description: fmt.Sprintf("a new cluster of %d pods, version %s", a.DesiredReplicas(), a.Spec.Version)}}
+	}
+	if op := shardedBackups(nil, a); op != nil {
+		p.Operations = append(p.Operations, *op)
+	}
+	return p
+}
+
+// restoreSource names what spec.restore restores.
+func restoreSource(r *cachev1alpha1.RestoreSpec) string {
+	loc := cachev1alpha1.BackupLocation{S3: r.S3, PVC: r.PVC, Key: r.Key}
+	if r.Backup != "" {
+		return "CacheBackup " + r.Backup
+	}
+	return loc.String()
+}
+
+// rejectedBackup lists what admission refuses in the backup and restore
+// of a sharded cluster (the CRD's rules, in their words).
+func rejectedBackup(a *cachev1alpha1.CacheCluster) []string {
+	r := a.Spec.Restore
+	switch {
+	case a.IsSharded() && a.Spec.Backup.AutoRestore:
+		return []string{"backup.autoRestore: rejected at admission, disaster recovery in place is not supported for a sharded cluster; restore a backup into a new sharded CacheCluster with spec.restore instead"}
+	case r != nil && r.Key != "" && a.IsSharded() && !cachev1alpha1.IsShardedKey(r.Key):
+		return []string{"restore.key: rejected at admission, a sharded cluster restores a sharded cluster's backup, whose key is its folder and ends in /"}
+	case r != nil && r.Key != "" && !a.IsSharded() && cachev1alpha1.IsShardedKey(r.Key):
+		return []string{"restore.key: rejected at admission, a key ending in / names a sharded cluster's backup, which only a mode: sharded cluster with its shard count restores"}
+	}
+	return nil
+}
+
+// shardedBackups describes the backups of a sharded cluster whose backup
+// settings change (b nil: a new cluster): what one backup of it is.
+func shardedBackups(b, a *cachev1alpha1.CacheCluster) *PlannedOperation {
+	bs := a.Spec.Backup
+	if !a.IsSharded() || (bs.S3 == nil && bs.PVC == nil) || (b != nil && equality.Semantic.DeepEqual(b.Spec.Backup, bs)) {
+		return nil
+	}
+	target := cachev1alpha1.BackupLocation{S3: bs.S3, PVC: bs.PVC}
+	prefix := ""
+	if bs.S3 != nil {
+		prefix = bs.S3.Prefix
+	} else {
+		prefix = bs.PVC.Prefix
+	}
+	target.Key = prefix + a.Namespace + "/" + a.Name + "/<backup>/"
+	when := "on demand (kubectl cache backup " + a.Name + ")"
+	if bs.Enabled {
+		when = "on schedule " + bs.Schedule + " and on demand"
+	}
+	return &PlannedOperation{Type: "Backup", Description: fmt.Sprintf(
+		"backups %s to %s: one dump per shard (%d shards), each from an in-sync replica of the shard, all asked for at once and recorded in one CacheBackup with each shard's slots; each dump is one point in time of its shard, not one of the whole cluster; a backup waits for a resharding, and a resharding for a backup that streams",
+		when, target, a.ShardCount())}
 }
 
 func deleted(b *cachev1alpha1.CacheCluster) ClusterPlan {
@@ -108,7 +172,7 @@ func changedLive(b, a *cachev1alpha1.CacheCluster, st Live) (ClusterPlan, error)
 // written, the rendered objects that change and the day-two operations.
 func changed(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, error) {
 	p := ClusterPlan{Namespace: a.Namespace, Name: a.Name, Change: "changed"}
-	if p.Rejected = rejected(b, a); len(p.Rejected) > 0 {
+	if p.Rejected = append(rejected(b, a), rejectedBackup(a)...); len(p.Rejected) > 0 {
 		return p, nil
 	}
 	p.Warnings = warnings(b, a)
@@ -125,6 +189,9 @@ func changed(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, erro
 	}
 	if len(p.Operations) == 0 && len(p.Objects) > 0 {
 		p.Operations = append(p.Operations, PlannedOperation{Type: "Apply", Description: "objects change; no pod restarts"})
+	}
+	if op := shardedBackups(b, a); op != nil {
+		p.Operations = append(p.Operations, *op)
 	}
 	return p, nil
 }

@@ -116,3 +116,68 @@ func TestPredictShardedClusters(t *testing.T) {
 		})
 	}
 }
+
+// `kubectl cache plan` of a sharded cluster's backups and restores: what
+// one backup is, what a restore does, and what admission refuses.
+func TestPredictShardedBackupsAndRestores(t *testing.T) {
+	dir := t.TempDir()
+	empty := writeFile(t, dir, "empty.yaml", "")
+	base := writeFile(t, dir, "base.yaml", shardedCluster)
+	s3 := "    s3: {endpoint: s3.example.com, bucket: backups, prefix: prod/, credentialsSecret: s3}\n"
+	tests := []struct {
+		name, base, head string
+		check            func(Gomega, ClusterPlan)
+	}{
+		{
+			name: "scheduled backups turned on", base: base,
+			head: shardedCluster + "  backup:\n    enabled: true\n    schedule: \"@daily\"\n" + s3,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(BeEmpty())
+				g.Expect(p.Operations).To(ContainElement(And(HaveField("Type", "Backup"), HaveField("Description", And(
+					HavePrefix("backups on schedule @daily and on demand to s3://backups/prod/prod/carts/<backup>/: one dump per shard (3 shards)"),
+					ContainSubstring("not one of the whole cluster"))))))
+			},
+		},
+		{
+			name: "autoRestore is refused", base: base,
+			head: shardedCluster + "  backup:\n    autoRestore: true\n" + s3,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(HavePrefix("backup.autoRestore: rejected at admission")))
+			},
+		},
+		{
+			name: "a new cluster restored from a sharded backup", base: empty,
+			head: shardedCluster + "  restore:\n    key: prod/prod/carts/carts-20261130030000/\n" + s3,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(BeEmpty())
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Description).To(And(
+					HavePrefix("a new sharded cluster of 3 shards × 2 pods (6 pods), version 7.0.15, restored from s3://backups/prod/prod/carts/carts-20261130030000/: each shard's first pod loads that shard's dump"),
+					ContainSubstring("The backup must hold 3 shards")))
+			},
+		},
+		{
+			name: "a replication cluster's dump is refused", base: empty,
+			head: shardedCluster + "  restore:\n    key: prod/prod/shop/shop-1.rdb\n" + s3,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(HavePrefix("restore.key: rejected at admission, a sharded cluster restores a sharded cluster's backup")))
+			},
+		},
+		{
+			name: "a sharded backup into a replication cluster is refused", base: empty,
+			head: baseCluster + "  restore:\n    key: prod/prod/carts/carts-1/\n" + s3,
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Rejected).To(ConsistOf(HavePrefix("restore.key: rejected at admission, a key ending in / names a sharded cluster's backup")))
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			head := writeFile(t, t.TempDir(), "head.yaml", tt.head)
+			plans := predictFiles(g, tt.base, head, "")
+			g.Expect(plans).To(HaveLen(1))
+			tt.check(g, plans[0])
+		})
+	}
+}

@@ -228,6 +228,9 @@ func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 		return &stall{reason: cachev1alpha1.ReasonRestoreSourceNotReady, message: fmt.Sprintf(
 			"spec.restore.backup: CacheBackup %s is %s, not Completed; the cluster starts when it completes", rs.Backup, orPending(cb.Status.Phase))}
 	}
+	if msg := shardLayoutMismatch(cc, cb); msg != "" {
+		return &stall{reason: cachev1alpha1.ReasonRestoreIncompatible, message: msg}
+	}
 	if ev, ok := cachev1alpha1.LookupEngineVersion(cc.Spec.Engine, cc.Spec.Version); ok && int(cb.Status.RDBVersion) > ev.RDBVersion {
 		return &stall{reason: cachev1alpha1.ReasonRestoreIncompatible, message: fmt.Sprintf(
 			"spec.restore.backup: CacheBackup %s is an RDB version %d dump, and %s reads RDB version %d at most; restore it into a cluster on an engine version that reads it (docs/engines.md), or name an older backup",
@@ -235,6 +238,23 @@ func (r *Reconciler) checkBackup(ctx context.Context, s *scope) error {
 	}
 	cc.Status.RestoreFrom = cb.Status.Location.DeepCopy()
 	return nil
+}
+
+// shardLayoutMismatch says why a cluster cannot restore a backup of
+// another layout: a sharded cluster's backup (one dump per shard) only
+// into a sharded cluster of the same shard count, a replication cluster's
+// dump only into a replication cluster. Empty when it can.
+func shardLayoutMismatch(cc *cachev1alpha1.CacheCluster, cb *cachev1alpha1.CacheBackup) string {
+	have, want := len(cb.Status.Shards), int(cc.ShardCount())
+	switch {
+	case cb.IsSharded() && !cc.IsSharded():
+		return fmt.Sprintf("spec.restore.backup: CacheBackup %s is a sharded cluster's backup (%d shards, one dump each); restore it into a CacheCluster with mode: sharded and shards: %d", cb.Name, have, have)
+	case !cb.IsSharded() && cc.IsSharded():
+		return fmt.Sprintf("spec.restore.backup: CacheBackup %s is a replication cluster's backup (one dump); a sharded cluster restores only a sharded cluster's backup: restore it into a CacheCluster with mode: replication", cb.Name)
+	case cc.IsSharded() && have != want:
+		return fmt.Sprintf("spec.restore.backup: CacheBackup %s holds %d shards and this cluster has %d: a sharded backup restores only into the same shard count; create the cluster with shards: %d, then change spec.shards to %d (resharding moves the slots)", cb.Name, have, want, have, want)
+	}
+	return ""
 }
 
 func orPending(p cachev1alpha1.BackupPhase) cachev1alpha1.BackupPhase {

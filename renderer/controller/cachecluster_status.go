@@ -192,6 +192,16 @@ func summarize(s *scope, stepErr error) {
 		removeCondition(cc, cachev1alpha1.ConditionReconciling)
 		return
 	}
+	if r := meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored); r != nil && r.Status == metav1.ConditionFalse && r.Reason == cachev1alpha1.ReasonRestoreIncompatible {
+		// Day-two found that the dump does not fit this cluster (a
+		// sharded backup of another shard count, read from the bucket):
+		// nothing was restored, a person recreates the cluster.
+		cc.Status.Phase = cachev1alpha1.PhaseFailed
+		setCondition(cc, cachev1alpha1.ConditionReady, metav1.ConditionFalse, r.Reason, r.Message, gen)
+		setCondition(cc, cachev1alpha1.ConditionStalled, metav1.ConditionTrue, r.Reason, r.Message, gen)
+		removeCondition(cc, cachev1alpha1.ConditionReconciling)
+		return
+	}
 	wasRunning := prev == cachev1alpha1.PhaseRunning || prev == cachev1alpha1.PhaseDegraded || prev == cachev1alpha1.PhaseBackupRunning ||
 		prev == cachev1alpha1.PhaseScaling || prev == cachev1alpha1.PhaseUpgrading ||
 		(prev == cachev1alpha1.PhaseFailed && cc.Status.CurrentMaster != "")

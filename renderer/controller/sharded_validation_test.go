@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -27,9 +28,9 @@ func TestAdmissionRejectsInvalidShardedClusters(t *testing.T) {
 		{"replicas and shards", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicas: 6", `spec.replicas and spec.shards cannot be set together`},
 		{"negative replicasPerShard", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicasPerShard: -1", `spec.replicasPerShard in body should be greater than or equal to 0`},
 		{"too many replicasPerShard", "version: '7.0.15'\nmode: sharded\nshards: 3\nreplicasPerShard: 6", `spec.replicasPerShard in body should be less than or equal to 5`},
-		{"scheduled backups", "version: '7.0.15'\nmode: sharded\nshards: 3\nbackup: {enabled: true, schedule: '@daily', pvc: {claimName: b}}", `backups and restores of a sharded cluster are not supported yet`},
-		{"automatic restore", "version: '7.0.15'\nmode: sharded\nshards: 3\nbackup: {autoRestore: true, pvc: {claimName: b}}", `backups and restores of a sharded cluster are not supported yet`},
-		{"a restore", "version: '7.0.15'\nmode: sharded\nshards: 3\nrestore: {backup: b}", `backups and restores of a sharded cluster are not supported yet`},
+		{"automatic restore", "version: '7.0.15'\nmode: sharded\nshards: 3\nbackup: {autoRestore: true, pvc: {claimName: b}}", `backup.autoRestore (disaster recovery in place) is not supported for a sharded cluster: restore a backup into a new sharded CacheCluster with spec.restore instead`},
+		{"a replication cluster's dump", "version: '7.0.15'\nmode: sharded\nshards: 3\nrestore: {key: ns/c/c-1.rdb, pvc: {claimName: b}}", `a sharded cluster restores a sharded cluster's backup: restore.key names the backup's folder and ends in /`},
+		{"a sharded backup in replication mode", "version: '7.0.15'\nrestore: {key: ns/c/c-1/, pvc: {claimName: b}}", `restore.key ends in /, so it names a sharded cluster's backup`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,6 +39,20 @@ func TestAdmissionRejectsInvalidShardedClusters(t *testing.T) {
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tt.wantErr))
 		})
+	}
+}
+
+// A sharded cluster backs up on a schedule and restores a sharded
+// backup, by name or by its folder.
+func TestAdmissionAdmitsShardedBackupsAndRestores(t *testing.T) {
+	ns := newNamespace(t)
+	for i, spec := range []string{
+		"version: '7.0.15'\nmode: sharded\nshards: 3\npaused: true\nbackup: {enabled: true, schedule: '@daily', pvc: {claimName: b}, retention: {count: 3}}",
+		"version: '7.0.15'\nmode: sharded\nshards: 3\npaused: true\nrestore: {backup: b}",
+		"version: '7.0.15'\nmode: sharded\nshards: 3\npaused: true\nrestore: {key: ns/c/c-1/, pvc: {claimName: b}}",
+	} {
+		g := NewWithT(t)
+		g.Expect(k8s.Create(context.Background(), unstructuredCC(g, ns, fmt.Sprintf("ok-%d", i), spec))).To(Succeed(), spec)
 	}
 }
 

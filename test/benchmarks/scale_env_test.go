@@ -24,6 +24,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/test/cluster"
@@ -44,6 +45,8 @@ type scaleEnv struct {
 	// stopOnce: the benchmark's end and an interruption (guard) both
 	// stop the environment, once.
 	stopOnce sync.Once
+	// memLimit is the manager's GOMEMLIMIT.
+	memLimit string
 	stopped  chan struct{}
 }
 
@@ -101,6 +104,17 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	// Extra flags, to try worker counts or a log level without editing
 	// the benchmark.
 	e.args = append(e.args, strings.Fields(os.Getenv("SCALE_MANAGER_ARGS"))...)
+	// The manager runs with the install chart's Go memory limit, as it
+	// does in a cluster; SCALE_MANAGER_GOMEMLIMIT overrides it ("off":
+	// Go's default, no soft limit).
+	e.memLimit = chartGoMemLimit(b, root)
+	if v := os.Getenv("SCALE_MANAGER_GOMEMLIMIT"); v != "" {
+		e.memLimit = v
+	}
+	if e.memLimit == "" {
+		e.memLimit = "off"
+	}
+	b.Logf("manager's GOMEMLIMIT: %s", e.memLimit)
 	e.guard(b)
 	e.startManager(b)
 	scheme := kruntime.NewScheme()
@@ -116,7 +130,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 
 func (e *scaleEnv) startManager(b *testing.B) {
 	cmd := exec.Command(e.manager, append([]string{"--metrics-bind-address=" + e.metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address=" + e.pprofAd}, e.args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.c.Kubeconfig())
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.c.Kubeconfig(), "GOMEMLIMIT="+e.memLimit)
 	cmd.Stdout, cmd.Stderr = e.logf, e.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -417,4 +431,21 @@ func label(series, name string) string {
 		return rest[:j]
 	}
 	return ""
+}
+
+// chartGoMemLimit is the install chart's default manager.goMemLimit.
+func chartGoMemLimit(b *testing.B, root string) string {
+	raw, err := os.ReadFile(filepath.Join(root, "charts", "cacheops", "values.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var v struct {
+		Manager struct {
+			GoMemLimit string `json:"goMemLimit"`
+		} `json:"manager"`
+	}
+	if err := yaml.Unmarshal(raw, &v); err != nil {
+		b.Fatalf("charts/cacheops/values.yaml: %v", err)
+	}
+	return v.Manager.GoMemLimit
 }
