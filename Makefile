@@ -75,12 +75,13 @@ capture: tools ## Run the end-to-end suite and write the live CacheClusters it s
 test: tools verify vet unit e2e e2e-argocd ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 100; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; docs/scale.md).
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, reshard.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 100; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; docs/scale.md).
 	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
 	go run ./hack/benchjson -out bench/plan.json -- -bench BenchmarkPlan ./dayTwo/plan/
 	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- -bench BenchmarkDevcluster ./test/benchmarks/
-	go run ./hack/benchjson -out bench/failover.json -benchtime 10x -tags e2e -- -bench BenchmarkFailover ./test/benchmarks/
+	go run ./hack/benchjson -out bench/failover.json -benchtime 10x -timeout 60m -tags e2e -- -bench BenchmarkFailover ./test/benchmarks/
 	go run ./hack/benchjson -out bench/upgrade.json -benchtime 3x -tags e2e -- -bench BenchmarkUpgrade ./test/benchmarks/
+	go run ./hack/benchjson -out bench/reshard.json -benchtime 1x -timeout 60m -tags e2e -- -bench BenchmarkReshard ./test/benchmarks/
 	go run ./hack/benchjson -out bench/backup.json -benchtime 3x -- -bench BenchmarkBackup ./dayTwo/backup/
 	go run ./hack/benchjson -out bench/sharded-backup.json -benchtime 1x -timeout 60m -tags e2e -- -bench BenchmarkShardedBackup ./test/benchmarks/
 	go run ./hack/benchjson -out bench/scale.json -benchtime 1x -timeout 90m -tags e2e -- -bench '^BenchmarkScale$$' ./test/benchmarks/

@@ -213,7 +213,11 @@ func (r *Reconciler) plan(_ context.Context, s *scope) error {
 // the address the master serves at.
 func (r *Reconciler) report(_ context.Context, s *scope) error {
 	cc := s.cc
-	if m, ok := s.snap.Pod(cc.Status.CurrentMaster); ok && m.Observed && cc.Status.Operation == nil {
+	switch m, ok := s.snap.Pod(cc.Status.CurrentMaster); {
+	case cc.Status.Operation != nil:
+	case cc.IsSharded():
+		r.recommendShards(s)
+	case ok && m.Observed:
 		r.recommend(s, m.Obs)
 	}
 	setQueued(s, plan.Queued(s.snap))

@@ -52,7 +52,11 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 	var targets []probe.Target
 	for _, p := range s.pods {
 		if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
-			targets = append(targets, probe.Target{Pod: p.Name, IP: p.Status.PodIP, Cluster: cc.IsSharded()})
+			t := probe.Target{Pod: p.Name, IP: p.Status.PodIP, Cluster: cc.IsSharded()}
+			if t.Cluster {
+				t.Shard = int(cc.ShardOf(int32((plan.PodState{Name: p.Name}).Ordinal())))
+			}
+			targets = append(targets, t)
 		}
 	}
 	r.Prober.Ensure(cc, targets, s.password, probePeriod(timeout))

@@ -24,6 +24,28 @@ type pressure struct {
 // recommend updates status.recommendations from the master's last probe
 // and says so in an Event when one appears.
 func (r *Reconciler) recommend(s *scope, master probe.Observation) {
+	r.recommendWith(s, func(since time.Time, window time.Duration) ([]cachev1alpha1.Recommendation, time.Time) {
+		return plan.Recommend(master, since, r.now(), window, s.cc.Status.Recommendations)
+	})
+}
+
+// recommendShards is recommend for a sharded cluster: from the last probe
+// of every shard's master (the pods that serve slots).
+func (r *Reconciler) recommendShards(s *scope) {
+	var masters []probe.Observation
+	for _, p := range s.snap.Pods {
+		if c := p.Obs.Cluster; p.Observed && c != nil && c.Myself.Master && len(c.Myself.Slots) > 0 {
+			masters = append(masters, p.Obs)
+		}
+	}
+	r.recommendWith(s, func(since time.Time, window time.Duration) ([]cachev1alpha1.Recommendation, time.Time) {
+		return plan.RecommendShards(masters, int(s.cc.ShardCount()), since, r.now(), window, s.cc.Status.Recommendations)
+	})
+}
+
+// recommendWith runs a recommendation rule with the cluster's pressure
+// window and writes what changed.
+func (r *Reconciler) recommendWith(s *scope, rule func(since time.Time, window time.Duration) ([]cachev1alpha1.Recommendation, time.Time)) {
 	cc := s.cc
 	r.mu.Lock()
 	if r.pressure.since == nil {
@@ -35,7 +57,7 @@ func (r *Reconciler) recommend(s *scope, master probe.Observation) {
 	if window <= 0 {
 		window = 5 * time.Minute
 	}
-	recs, since := plan.Recommend(master, since, r.now(), window, cc.Status.Recommendations)
+	recs, since := rule(since, window)
 	r.mu.Lock()
 	r.pressure.since[s.key] = since
 	r.mu.Unlock()

@@ -83,9 +83,24 @@ func (r *Reconciler) slotsMigrating(ctx context.Context, s *scope, a plan.Action
 	return nil
 }
 
+// migrateRoundSlots is how many slots one round of migrateKeys reads the
+// keys of (one pipeline of GETKEYSINSLOT) and migrates (one pipeline of
+// MIGRATE and WAIT pairs): at most migrateRoundSlots × MigrateBatchKeys
+// keys a round.
+const migrateRoundSlots = 16
+
 // migrateKeys moves the keys of a.Slots from a.Pod's node to a.Master's
 // (GETKEYSINSLOT, MIGRATE … KEYS), MigrateBatchKeys per MIGRATE, for at
 // most migrateBudget; the planner sees from COUNTKEYSINSLOT what is left.
+// It works in rounds of migrateRoundSlots slots, two pipelines each: the
+// keys of every slot of the round, then a MIGRATE of each slot's keys,
+// each followed by WAIT. Redis runs a client's pipelined commands one
+// after the other and a WAIT blocks the client, so every MIGRATE still
+// starts only once the source's replica has the one before: a pipeline
+// saves the round trips, not the wait. A slot that gave fewer keys than
+// asked is empty after its MIGRATE (a slot marked migrating creates no
+// key on the source: a client is sent to the target with ASK), so it is
+// not asked again; one that gave MigrateBatchKeys is in the next round.
 func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) error {
 	from, to := a.Pod, a.Master
 	sip, _, err := nodeOf(s, from)
@@ -96,9 +111,10 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 	if err != nil {
 		return err
 	}
-	// MIGRATE answers once the target stored the batch, within its own
-	// timeout.
-	c := redisClientReading(sip, s.password, (migrateTimeout+2000)*time.Millisecond)
+	// A round's replies are read at once: each MIGRATE answers once the
+	// target stored its keys, within MIGRATE's own timeout, and each
+	// WAIT within its own.
+	c := redisClientReading(sip, s.password, migrateRoundSlots*(migrateTimeout+migrateWait)*time.Millisecond+2*time.Second)
 	defer c.Close()
 	replicas := s.snap.Sharded.PodsPerShard - 1
 	start, moved := time.Now(), 0
@@ -108,43 +124,91 @@ func (r *Reconciler) migrateKeys(ctx context.Context, s *scope, a plan.Action) e
 			ctrl.LoggerFrom(ctx).Info("Keys migrated", "from", from, "to", to, "keys", moved, "duration", took.Round(time.Millisecond).String())
 		})
 	}()
+	var pending []int
 	for _, sr := range a.Slots {
 		for slot := sr.Start; slot <= sr.End; slot++ {
-			for {
-				if time.Since(start) > migrateBudget {
-					return nil
-				}
-				keys, err := c.ClusterGetKeysInSlot(ctx, slot, plan.MigrateBatchKeys).Result()
-				if err != nil {
-					return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
-				}
-				if len(keys) == 0 {
-					break
+			pending = append(pending, slot)
+		}
+	}
+	for len(pending) > 0 {
+		if time.Since(start) > migrateBudget {
+			return nil
+		}
+		round := pending[:min(len(pending), migrateRoundSlots)]
+		keys, err := keysInSlots(ctx, c, round)
+		if err != nil {
+			return fmt.Errorf("CLUSTER GETKEYSINSLOT on %s: %w", from, err)
+		}
+		var again []int
+		cmds := make([]*redis.Cmd, len(round))
+		_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, slot := range round {
+				if len(keys[i]) == 0 {
+					continue
 				}
 				args := []any{"MIGRATE", tip, "6379", "", 0, migrateTimeout}
 				if s.password != "" {
 					args = append(args, "AUTH", s.password)
 				}
 				args = append(args, "KEYS")
-				for _, k := range keys {
+				for _, k := range keys[i] {
 					args = append(args, k)
 				}
-				if err := c.Do(ctx, args...).Err(); err != nil && err != redis.Nil {
-					return fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
-				}
-				moved += len(keys)
+				cmds[i] = p.Do(ctx, args...)
 				// The source's replicas drop the moved keys before the
-				// next batch: a replica promoted after a crash of the
-				// source holds as few keys the target also holds as
-				// can be. A shard without replicas has none to wait
-				// for (WAIT would sit out its whole timeout).
+				// next MIGRATE: a replica promoted after a crash of the
+				// source holds as few keys the target also holds as can
+				// be. A shard without replicas has none to wait for
+				// (WAIT would sit out its whole timeout).
 				if replicas > 0 {
-					_ = c.Do(ctx, "WAIT", 1, 500).Err()
+					p.Do(ctx, "WAIT", 1, migrateWait)
+				}
+				if len(keys[i]) == plan.MigrateBatchKeys {
+					again = append(again, slot)
 				}
 			}
+			return nil
+		})
+		// A pipeline is no transaction: a MIGRATE that failed (BUSYKEY)
+		// does not stop the next ones, each of which moves its keys or
+		// none of them.
+		for i, cmd := range cmds {
+			if cmd == nil {
+				continue
+			}
+			if err := cmd.Err(); err != nil && err != redis.Nil {
+				return fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys[i]), round[i], from, to, err)
+			}
+			moved += len(keys[i])
 		}
+		if perr != nil && perr != redis.Nil {
+			return fmt.Errorf("MIGRATE from %s to %s: %w", from, to, perr)
+		}
+		pending = append(again, pending[len(round):]...)
 	}
 	return nil
+}
+
+// migrateWait is the WAIT timeout after each MIGRATE, in milliseconds.
+const migrateWait = 500
+
+// keysInSlots is CLUSTER GETKEYSINSLOT slot MigrateBatchKeys of every
+// slot, in one pipeline.
+func keysInSlots(ctx context.Context, c *redis.Client, slots []int) ([][]string, error) {
+	cmds := make([]*redis.StringSliceCmd, len(slots))
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, slot := range slots {
+			cmds[i] = p.ClusterGetKeysInSlot(ctx, slot, plan.MigrateBatchKeys)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(slots))
+	for i, cmd := range cmds {
+		out[i] = cmd.Val()
+	}
+	return out, nil
 }
 
 // slotsReimport tells a.Master's node, which imports a.Slots, that

@@ -147,6 +147,7 @@ func TestIntegrationShardedReshard(t *testing.T) {
 	c.resize(g, 8)
 	c.waitShards(g, evenShards(4))
 	up := c.checkLayout(g, evenShards(4))
+	c.expectEvenShardSeries(g, 4)
 	took := time.Since(start)
 	moved := movedKeys(before, 3, 4)
 	t.Logf("3 → 4 shards: %s, %d keys moved, %.0f keys/s", took.Round(time.Millisecond), moved, float64(moved)/took.Seconds())
@@ -159,6 +160,8 @@ func TestIntegrationShardedReshard(t *testing.T) {
 	c.waitShards(g, formedShards)
 	c.checkLayout(g, formedShards)
 	took = time.Since(start)
+	// The removed shard's series went with its pods.
+	c.expectEvenShardSeries(g, 3)
 	moved = movedKeys(up, 4, 3)
 	t.Logf("4 → 3 shards: %s, %d keys moved, %.0f keys/s", took.Round(time.Millisecond), moved, float64(moved)/took.Seconds())
 

@@ -37,7 +37,7 @@ func (c *cluster) waitShards(g Gomega, want []cachev1alpha1.ShardStatus) {
 	g.Eventually(func(g Gomega) {
 		cc := c.get(g)
 		g.Expect(meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionShardsReady)).To(BeTrue(), "ShardsReady")
-		g.Expect(cc.Status.Shards).To(Equal(want))
+		g.Expect(layoutOf(cc.Status.Shards)).To(Equal(want))
 		labels := c.roleLabels(g)
 		for _, sh := range want {
 			g.Expect(labels[sh.Master]).To(Equal(cachev1alpha1.RoleMaster), sh.Master)
@@ -53,6 +53,17 @@ func (c *cluster) waitShards(g Gomega, want []cachev1alpha1.ShardStatus) {
 			g.Expect(info).To(ContainSubstring("cluster_state:ok\r\n"), p)
 		}
 	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+}
+
+// layoutOf is status.shards without the key counts, which follow the
+// data (TestIntegrationShardMetrics checks them).
+func layoutOf(shards []cachev1alpha1.ShardStatus) []cachev1alpha1.ShardStatus {
+	out := make([]cachev1alpha1.ShardStatus, len(shards))
+	for i, sh := range shards {
+		sh.ApproximateKeys = nil
+		out[i] = sh
+	}
+	return out
 }
 
 var formedShards = []cachev1alpha1.ShardStatus{
@@ -205,7 +216,7 @@ func TestIntegrationShardedBootstrap(t *testing.T) {
 	// The layout is read from the nodes, not remembered: nothing changes
 	// on the next looks.
 	g.Consistently(func(g Gomega) {
-		g.Expect(c.get(g).Status.Shards).To(Equal(formedShards))
+		g.Expect(layoutOf(c.get(g).Status.Shards)).To(Equal(formedShards))
 	}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 

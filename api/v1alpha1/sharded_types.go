@@ -36,6 +36,15 @@ type ShardStatus struct {
 	// Replicas are the pods that replicate the master.
 	// +optional
 	Replicas []string `json:"replicas,omitempty"`
+	// ApproximateKeys is the number of keys the shard's master holds,
+	// rounded to two significant digits. It is rewritten only when the
+	// count has moved more than 10% (and more than 100 keys) away from
+	// it, never on every probe: each status write makes Argo CD refresh
+	// the application. `kubectl cache plan --live` estimates from it how
+	// many keys a shard-count change moves. Unset while the master's count
+	// is not known.
+	// +optional
+	ApproximateKeys *int64 `json:"approximateKeys,omitempty"`
 }
 
 // IsSharded says whether the cluster runs the Redis Cluster protocol.

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -58,4 +59,71 @@ func TestRecommendAfterSustainedMemoryPressure(t *testing.T) {
 	other := []cachev1alpha1.Recommendation{{Field: "spec.replicas"}}
 	recs, _ = Recommend(probe.Observation{}, now.Add(-time.Hour), now, window, other)
 	g.Expect(recs).To(Equal(other))
+}
+
+// A sharded cluster grows by shards: the fullest master decides, the
+// recommendation is enough shards to put today's data at 60% of each
+// master, at least one more, at most 64.
+func TestRecommendShards(t *testing.T) {
+	obs := func(pod string, used, max int64) probe.Observation {
+		return probe.Observation{Pod: pod, Reachable: true, UsedMemory: used << 20, MaxMemory: max << 20}
+	}
+	window := 5 * time.Minute
+	late := now.Add(window + time.Second)
+	tests := []struct {
+		name      string
+		masters   []probe.Observation
+		shards    int
+		existing  []cachev1alpha1.Recommendation
+		want      string // recommended shard count; "" none
+		wantSince bool   // the window stays open (or unchanged)
+	}{
+		{name: "every master below the low mark", masters: []probe.Observation{obs("s-0", 50, 100), obs("s-2", 60, 100), obs("s-4", 40, 100)}, shards: 3},
+		{name: "one master above the high mark: one shard more is enough", shards: 3, wantSince: true, want: "5",
+			masters: []probe.Observation{obs("s-0", 50, 100), obs("s-2", 85, 100), obs("s-4", 40, 100)}},
+		{name: "ten shards at 81%: fourteen", shards: 10, wantSince: true, want: "14",
+			masters: []probe.Observation{obs("s-0", 81, 100)}},
+		{name: "far above: enough shards for 60%", shards: 3, wantSince: true, want: "5",
+			masters: []probe.Observation{obs("s-0", 99, 100), obs("s-2", 98, 100), obs("s-4", 97, 100)}},
+		{name: "at most 64", shards: 60, wantSince: true, want: "64",
+			masters: []probe.Observation{obs("s-0", 99, 100)}},
+		{name: "at 64 already: nothing to recommend", shards: 64, wantSince: true,
+			masters: []probe.Observation{obs("s-0", 99, 100)}},
+		{name: "a master that does not answer: no opinion, the window unchanged", shards: 3, wantSince: true,
+			masters: []probe.Observation{obs("s-0", 99, 100), {Pod: "s-2"}}},
+		{name: "no maxmemory: no opinion, the window unchanged", shards: 3, wantSince: true,
+			masters: []probe.Observation{obs("s-0", 99, 0)}},
+		{name: "made for another shard count: withdrawn", shards: 4, wantSince: true,
+			masters:  []probe.Observation{obs("s-0", 90, 100)},
+			existing: []cachev1alpha1.Recommendation{{Field: FieldShards, Current: "3", Recommended: "5"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			recs, since := RecommendShards(tt.masters, tt.shards, now, late, window, tt.existing)
+			g.Expect(since.IsZero()).To(Equal(!tt.wantSince))
+			if tt.want == "" {
+				g.Expect(recs).To(BeEmpty())
+				return
+			}
+			g.Expect(recs).To(HaveLen(1))
+			g.Expect(recs[0].Field).To(Equal(FieldShards))
+			g.Expect(recs[0].Current).To(Equal(fmt.Sprint(tt.shards)))
+			g.Expect(recs[0].Recommended).To(Equal(tt.want))
+			g.Expect(recs[0].Reason).To(ContainSubstring("stayed above 80% of maxmemory for 5m0s"))
+			g.Expect(recs[0].Since.Time).To(Equal(now))
+		})
+	}
+
+	// Not before the window has passed; kept while pressure lasts.
+	g := NewWithT(t)
+	hot := []probe.Observation{obs("s-0", 90, 100), obs("s-2", 70, 100), obs("s-4", 70, 100)}
+	recs, since := RecommendShards(hot, 3, time.Time{}, now, window, nil)
+	g.Expect(recs).To(BeEmpty())
+	recs, since = RecommendShards(hot, 3, since, late, window, nil)
+	g.Expect(recs).To(HaveLen(1))
+	g.Expect(recs[0].Reason).To(ContainSubstring("s-0"))
+	hotter := []probe.Observation{obs("s-0", 99, 100), obs("s-2", 70, 100), obs("s-4", 70, 100)}
+	again, _ := RecommendShards(hotter, 3, since, late.Add(time.Minute), window, recs)
+	g.Expect(again).To(Equal(recs))
 }

@@ -3,8 +3,10 @@ package plan
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -575,6 +577,43 @@ func toRanges(slots []int) []probe.SlotRange {
 	return out
 }
 
+// movedKeys estimates the keys moves carry from status.shards' key counts
+// (", about N keys"): each move carries its share of its source shard's
+// keys, the share of that shard's slots it takes, as keys spread evenly
+// over slots (CRC16) unless hash tags gather them. "" when a source
+// shard's count is not in the status (not a live object, or an operator
+// that does not record it).
+func movedKeys(shards []cachev1alpha1.ShardStatus, owner []int, moves []SlotMove) string {
+	keys := map[int]int64{}
+	for _, sh := range shards {
+		if sh.ApproximateKeys != nil {
+			keys[int(sh.Index)] = *sh.ApproximateKeys
+		}
+	}
+	served := map[int]int{}
+	for _, o := range owner {
+		served[o]++
+	}
+	var total float64
+	for _, m := range moves {
+		k, ok := keys[m.From]
+		if !ok || served[m.From] == 0 {
+			return ""
+		}
+		total += float64(k) * float64(m.Count()) / float64(served[m.From])
+	}
+	return fmt.Sprintf(", about %s keys by the counts in status.shards", thousands(ApproximateKeys(int64(math.Round(total)))))
+}
+
+// thousands writes n with a comma between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // simulateReshard is the Scaling operation a change of spec.shards starts,
 // for `kubectl cache plan`: the slots that move by PlanMoves, from the
 // slots status.shards lists (a live object) or else the even layout of
@@ -604,7 +643,8 @@ func simulateReshard(base, head *cachev1alpha1.CacheCluster) Action {
 	} else {
 		pods = fmt.Sprintf("pods removed once their shards serve no slot and are forgotten: %s-%d to %s-%d", head.Name, to*pps, head.Name, from*pps-1)
 	}
-	desc := fmt.Sprintf("spec.shards %d → %d: %d of %d slots move (about %d%% of the keys)", from, to, countSlots(moves), cachev1alpha1.SlotCount, (100*countSlots(moves)+cachev1alpha1.SlotCount/2)/cachev1alpha1.SlotCount)
+	desc := fmt.Sprintf("spec.shards %d → %d: %d of %d slots move (about %d%% of the keys%s)", from, to, countSlots(moves), cachev1alpha1.SlotCount,
+		(100*countSlots(moves)+cachev1alpha1.SlotCount/2)/cachev1alpha1.SlotCount, movedKeys(base.Status.Shards, owner, moves))
 	for _, m := range moves {
 		desc += fmt.Sprintf("; shard %d → %d: %s", m.From, m.To, strings.Join(SlotStrings(m.Slots), ","))
 	}

@@ -112,6 +112,9 @@ func TestReshardGrowThenShrink(t *testing.T) {
 	g.Expect(s.Approved.Replicas).To(Equal(int32(8)))
 	checkLayout(g, c, 4, total)
 	g.Expect(s.Sharded.Recorded).To(HaveLen(4))
+	g.Expect(s.Sharded.Recorded[3]).To(HaveField("ApproximateKeys", Not(BeNil())))
+	g.Expect(*s.Sharded.Recorded[3].ApproximateKeys).To(BeNumerically("~", keysOf(c.byName("c-6")), 100), "within 100 keys of what c-6 holds")
+	s.Sharded.Recorded[3].ApproximateKeys = nil
 	g.Expect(s.Sharded.Recorded[3]).To(Equal(cachev1alpha1.ShardStatus{Index: 3, Slots: []string{"12288-16383"}, Master: "c-6", Replicas: []string{"c-7"}}))
 	counts := map[ActionType]int{}
 	for _, a := range steps {

@@ -344,6 +344,52 @@ func planShardStatus(v shardedView) Action {
 	return Action{Type: ActionRecordShards, Shards: shards, Reason: "the nodes report another layout than status.shards"}
 }
 
+// shardKeys is status.shards[i].approximateKeys: what is recorded while
+// the master's key count stays near it (KeysNear), else the count
+// rounded (ApproximateKeys); what is recorded while the master does not
+// answer.
+func (v shardedView) shardKeys(i int, master string) *int64 {
+	var recorded *int64
+	if rec := v.s.Sharded.Recorded; i < len(rec) {
+		recorded = rec[i].ApproximateKeys
+	}
+	p, ok := v.s.Pod(master)
+	if !ok || !p.Observed || !p.Obs.Reachable || v.views[master] == nil {
+		return recorded
+	}
+	if recorded != nil && KeysNear(*recorded, p.Obs.Keys) {
+		return recorded
+	}
+	n := ApproximateKeys(p.Obs.Keys)
+	return &n
+}
+
+// ApproximateKeys rounds a key count to two significant digits (87 stays
+// 87, 1,234 is 1,200, 333,412 is 330,000).
+func ApproximateKeys(n int64) int64 {
+	if n < 100 {
+		return n
+	}
+	unit := int64(1)
+	for n/unit >= 100 {
+		unit *= 10
+	}
+	return (n + unit/2) / unit * unit
+}
+
+// KeysNear tells whether a recorded approximate count still describes
+// the count n: within 10% of it, or 100 keys. A cache's key count moves
+// with every write and expiry; status.shards follows it only when it has
+// moved that far, so a steady cache writes no status (golden rule 3) and
+// a filling one a few dozen times.
+func KeysNear(recorded, n int64) bool {
+	d := n - recorded
+	if d < 0 {
+		d = -d
+	}
+	return d <= max(recorded/10, 100)
+}
+
 // Shards is status.shards as the introducer's node reports the cluster:
 // each shard's master (the node of one of its pods that serves slots and
 // is not failed), its slots and the pods that replicate it.
@@ -375,6 +421,9 @@ func (v shardedView) Shards() []cachev1alpha1.ShardStatus {
 		i := v.shardOf(p)
 		out[i].Master, out[i].Slots = p.Name, SlotStrings(n.Slots)
 		masterOf[n.ID] = i
+	}
+	for i := range out {
+		out[i].ApproximateKeys = v.shardKeys(i, out[i].Master)
 	}
 	for _, n := range ref.Nodes {
 		p, ok := podOf[n.ID]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
 	"github.com/cacheops/cacheops/dayTwo/probe"
@@ -332,9 +333,9 @@ func TestShardedBootstrap(t *testing.T) {
 	g.Expect(steps[7]).To(HaveField("Pod", "c-4"))
 	g.Expect(steps[8]).To(And(HaveField("Pod", "c-1"), HaveField("Master", "c-0")))
 	g.Expect(end.Sharded.Recorded).To(Equal([]cachev1alpha1.ShardStatus{
-		{Index: 0, Slots: []string{"0-5461"}, Master: "c-0", Replicas: []string{"c-1"}},
-		{Index: 1, Slots: []string{"5462-10922"}, Master: "c-2", Replicas: []string{"c-3"}},
-		{Index: 2, Slots: []string{"10923-16383"}, Master: "c-4", Replicas: []string{"c-5"}},
+		{Index: 0, Slots: []string{"0-5461"}, Master: "c-0", Replicas: []string{"c-1"}, ApproximateKeys: ptr.To[int64](0)},
+		{Index: 1, Slots: []string{"5462-10922"}, Master: "c-2", Replicas: []string{"c-3"}, ApproximateKeys: ptr.To[int64](0)},
+		{Index: 2, Slots: []string{"10923-16383"}, Master: "c-4", Replicas: []string{"c-5"}, ApproximateKeys: ptr.To[int64](0)},
 	}))
 	g.Expect(ShardedHealth(end)).To(BeEmpty())
 }
@@ -471,7 +472,7 @@ func TestShardedAfterFailoverSettles(t *testing.T) {
 	c.nodes[2].master, c.nodes[2].masterID, c.nodes[2].slots = false, c.nodes[3].id, nil
 	steps, end := c.run(t, s)
 	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionUnlabel, ActionLabelReplica, ActionLabelMaster, ActionRecordShards, ActionNone}))
-	g.Expect(end.Sharded.Recorded[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "c-3", Replicas: []string{"c-2"}}))
+	g.Expect(end.Sharded.Recorded[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "c-3", Replicas: []string{"c-2"}, ApproximateKeys: ptr.To[int64](0)}))
 }
 
 func eachSlot(rs []probe.SlotRange, f func(int)) {

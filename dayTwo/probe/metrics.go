@@ -17,5 +17,7 @@ func init() { metrics.Registry.MustRegister(redisKeys) }
 
 // ForgetMetrics drops the series of a deleted cluster.
 func ForgetMetrics(key types.NamespacedName) {
-	redisKeys.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name})
+	labels := prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name}
+	redisKeys.DeletePartialMatch(labels)
+	deleteShard(labels)
 }

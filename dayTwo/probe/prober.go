@@ -92,6 +92,9 @@ type Target struct {
 	// Cluster: the pod runs in cluster mode (a sharded cluster); the probe
 	// also reads CLUSTER INFO and CLUSTER NODES.
 	Cluster bool
+	// Shard is the index of the pod's shard (a sharded cluster), for the
+	// per-shard series.
+	Shard int
 }
 
 // Prober polls every pod of every CacheCluster it is told about, one
@@ -269,6 +272,8 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 		}
 	}()
 	var results []Observation
+	// shards: the shards whose series the last round set.
+	var shards map[int]bool
 	// owed: a wake-up that found the channel full; it is sent with the
 	// next round, as the controller no longer looks at a waiting cluster
 	// every period and would otherwise hear of the change at its routine
@@ -306,6 +311,9 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 			if o.Reachable {
 				redisKeys.WithLabelValues(key.Namespace, key.Name, o.Pod).Set(float64(o.Keys))
 			}
+		}
+		if len(targets) > 0 && targets[0].Cluster {
+			shards = recordShardMetrics(key, ShardFiguresOf(targets, results), shards)
 		}
 		if wake || owed {
 			select {

@@ -24,6 +24,8 @@ func TestEditKeepsTypeAndQuoting(t *testing.T) {
 			in: "  config:\n    maxmemory: 100mb\n", want: "    maxmemory: 152mb # raised from 100mb by kubectl cache recommend\n"},
 		{name: "a quoted string stays quoted", field: "spec.config.maxmemory", current: "100mb", recommended: "152mb",
 			in: "  config:\n    maxmemory: \"100mb\"\n", want: "    maxmemory: \"152mb\" # raised from 100mb by kubectl cache recommend\n"},
+		{name: "a sharded cluster's shard count stays an integer", field: "spec.shards", current: "3", recommended: "5",
+			in: "  mode: sharded\n  shards: 3\n", want: "  shards: 5 # raised from 3 by kubectl cache recommend\n"},
 		{name: "bytes as an integer become a string with a unit", field: "spec.config.maxmemory", current: "100mb", recommended: "152mb",
 			in: "  config:\n    maxmemory: 104857600\n", want: "    maxmemory: 152mb # raised from 100mb by kubectl cache recommend\n"},
 	}
@@ -38,9 +40,12 @@ func TestEditKeepsTypeAndQuoting(t *testing.T) {
 			// What the API server would decode.
 			cc := &cachev1alpha1.CacheCluster{}
 			g.Expect(yaml.UnmarshalStrict(out, cc)).To(Succeed(), string(out))
-			if tt.field == "spec.replicas" {
+			switch tt.field {
+			case "spec.replicas":
 				g.Expect(cc.Spec.Replicas).To(HaveValue(BeEquivalentTo(4)))
-			} else {
+			case "spec.shards":
+				g.Expect(cc.Spec.Shards).To(HaveValue(BeEquivalentTo(5)))
+			default:
 				g.Expect(strings.ToLower(string(cc.Spec.Config["maxmemory"]))).To(Equal("152mb"))
 			}
 		})

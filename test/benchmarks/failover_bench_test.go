@@ -74,19 +74,31 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		report(b, runs)
 	})
-	// A sharded cluster's shard master killed: Redis Cluster's own
-	// election (sharded_failover_bench_test.go).
-	b.Run("cacheops-sharded", func(b *testing.B) {
-		b.StopTimer()
-		root := repoRoot()
-		c, k8s, stop := startOperatorCluster(b, root, filepath.Join(root, "bin"))
-		defer stop()
-		var runs []time.Duration
-		for i := 0; i < b.N; i++ {
-			runs = append(runs, shardedFailover(b, c, k8s, i))
-		}
-		report(b, runs)
-	})
+	// A sharded cluster's shard master killed (sharded_failover_bench_test.go):
+	// Redis Cluster's own election with one replica per shard (WAIT 1
+	// waits for the killed pod to come back as a replica) and with two;
+	// and, with two, a failover driven by an operator with CLUSTER
+	// FAILOVER FORCE, played by the benchmark.
+	for _, v := range []struct {
+		name string
+		sc   shardedCase
+	}{
+		{"cacheops-sharded", shardedCase{replicas: 1}},
+		{"cacheops-sharded-2r", shardedCase{replicas: 2}},
+		{"cacheops-sharded-2r-forced", shardedCase{replicas: 2, forced: true}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.StopTimer()
+			root := repoRoot()
+			c, k8s, stop := startOperatorCluster(b, root, filepath.Join(root, "bin"))
+			defer stop()
+			var runs []shardedResult
+			for i := 0; i < b.N; i++ {
+				runs = append(runs, shardedFailover(b, c, k8s, i, v.sc))
+			}
+			reportSharded(b, runs)
+		})
+	}
 }
 
 func report(b *testing.B, runs []time.Duration) {

@@ -109,7 +109,7 @@ func shardedBackupRun(b *testing.B, k8s client.Client, srv *s3server.Server, end
 	if err := k8s.Create(ctx, cc); err != nil {
 		b.Fatal(err)
 	}
-	waitShards(b, k8s, cc)
+	waitShards(b, k8s, cc, 1)
 	got := &cachev1alpha1.CacheCluster{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(cc), got); err != nil {
 		b.Fatal(err)

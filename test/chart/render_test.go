@@ -454,7 +454,7 @@ func TestChartMonitoring(t *testing.T) {
 			checkQuery(t, "alert "+name, expr, metrics)
 		}
 	}
-	for _, want := range []string{"CacheopsReconcileErrors", "CacheClusterFailover", "CacheClusterFailoverFlapping", "CacheClustersDegraded", "CacheClustersFailed", "CacheClusterBackupsMissing", "CacheopsManagerDown"} {
+	for _, want := range []string{"CacheopsReconcileErrors", "CacheClusterFailover", "CacheClusterFailoverFlapping", "CacheClustersDegraded", "CacheClustersFailed", "CacheClusterBackupsMissing", "CacheClusterSlotsNotServed", "CacheopsManagerDown"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s; the chart has %v", want, alerts)
 		}
@@ -468,6 +468,7 @@ func TestChartMonitoring(t *testing.T) {
 	var dash struct {
 		UID    string `json:"uid"`
 		Panels []struct {
+			ID      int    `json:"id"`
 			Title   string `json:"title"`
 			Targets []struct {
 				Expr string `json:"expr"`
@@ -477,8 +478,12 @@ func TestChartMonitoring(t *testing.T) {
 	if err := json.Unmarshal([]byte(cm.Data["cacheops.json"]), &dash); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
-	queried := map[string]bool{}
+	queried, ids := map[string]bool{}, map[int]string{}
 	for _, p := range dash.Panels {
+		if other, dup := ids[p.ID]; dup {
+			t.Errorf("panels %q and %q share the id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
@@ -488,7 +493,8 @@ func TestChartMonitoring(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_daytwo_step_errors_total", "cacheops_failovers_total", "cacheops_backup_last_success_timestamp_seconds", "cacheops_redis_keys"} {
+	for _, want := range []string{"cacheops_clusters", "cacheops_reconcile_total", "cacheops_daytwo_step_errors_total", "cacheops_failovers_total", "cacheops_backup_last_success_timestamp_seconds", "cacheops_redis_keys",
+		"cacheops_shard_slots", "cacheops_shard_keys", "cacheops_shard_migrating_slots", "cacheops_shard_importing_slots", "cacheops_shard_cluster_state_ok"} {
 		if !queried[want] {
 			t.Errorf("no dashboard panel shows %s", want)
 		}

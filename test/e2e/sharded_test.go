@@ -82,7 +82,7 @@ func TestShardedClusterServesEverySlot(t *testing.T) {
 
 	// status.shards is what the nodes say: an even spread, the first pod
 	// of each shard its master, the second its replica.
-	g.Expect(got.Status.Shards).To(Equal([]cachev1alpha1.ShardStatus{
+	g.Expect(layoutOf(got.Status.Shards)).To(Equal([]cachev1alpha1.ShardStatus{
 		{Index: 0, Slots: []string{"0-5461"}, Master: "sharded-0", Replicas: []string{"sharded-1"}},
 		{Index: 1, Slots: []string{"5462-10922"}, Master: "sharded-2", Replicas: []string{"sharded-3"}},
 		{Index: 2, Slots: []string{"10923-16383"}, Master: "sharded-4", Replicas: []string{"sharded-5"}},
@@ -328,7 +328,7 @@ func TestShardedMasterFrozenFailsOverWithinItsShard(t *testing.T) {
 	g.Expect(env.Thaw(ns, "sharded-2", "redis")).To(Succeed())
 
 	got := waitShardsServing(g, cc)
-	g.Expect(got.Status.Shards[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "sharded-3", Replicas: []string{"sharded-2"}}))
+	g.Expect(layoutOf(got.Status.Shards)[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "sharded-3", Replicas: []string{"sharded-2"}}))
 	g.Expect(pod(g, ns, "sharded-3").Labels[cachev1alpha1.LabelRole]).To(Equal(cachev1alpha1.RoleMaster))
 	g.Expect(pod(g, ns, "sharded-2").Labels[cachev1alpha1.LabelRole]).To(Equal(cachev1alpha1.RoleReplica))
 	// Shard 1 confirms writes again, now that it has a replica.
@@ -339,4 +339,15 @@ func TestShardedMasterFrozenFailsOverWithinItsShard(t *testing.T) {
 	g.Expect(lost).To(BeEmpty(), "%d of %d acknowledged writes lost", len(lost), checked)
 	t.Logf("%d acknowledged writes checked", checked)
 	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventShardMasterChanged]).NotTo(BeEmpty())
+}
+
+// layoutOf is status.shards without the key counts, which follow the
+// data.
+func layoutOf(shards []cachev1alpha1.ShardStatus) []cachev1alpha1.ShardStatus {
+	out := make([]cachev1alpha1.ShardStatus, len(shards))
+	for i, sh := range shards {
+		sh.ApproximateKeys = nil
+		out[i] = sh
+	}
+	return out
 }
