@@ -62,10 +62,14 @@ func (r *Reconciler) recordShards(_ context.Context, s *scope, a plan.Action) er
 	for _, sh := range s.cc.Status.Shards {
 		before[sh.Index] = sh.Master
 	}
+	op := s.cc.Status.Operation
 	for _, sh := range a.Shards {
 		old, ok := before[sh.Index]
 		switch {
 		case !ok || old == sh.Master:
+		case plan.InSwitchover(op) && old == op.FromPod && sh.Master == op.ToPod:
+			// The switchover of a rolling restart, not a failure.
+			s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventShardMasterChanged, "Switchover", "Shard %d is served by %s instead of %s (%s %s)", sh.Index, sh.Master, old, op.Type, op.ID)
 		case sh.Master == "":
 			s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventShardMasterChanged, "Failover", "Shard %d lost its master %s; no node serves its slots", sh.Index, old)
 		case old == "":

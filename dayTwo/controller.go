@@ -288,7 +288,14 @@ func (r *Reconciler) refreshChanged(ctx context.Context, s *scope) {
 		plan.ActionClusterReplicate: {a.Pod, a.Master},
 		plan.ActionSlotsMigrating:   {a.Pod, a.Master}, plan.ActionMigrateKeys: {a.Pod, a.Master},
 		plan.ActionSlotsAssign: append([]string{a.Pod, a.Master}, a.Pods...), plan.ActionClusterForget: {a.Pod}, plan.ActionClusterReset: {a.Pod},
-		plan.ActionSlotsReimport: {a.Pod, a.Master},
+		plan.ActionSlotsReimport: {a.Pod, a.Master}, plan.ActionShardFailover: {a.Pod, a.Master},
+	}
+	if a.Type == plan.ActionApplyConfig && s.cc.IsSharded() {
+		// The nodes report their cluster parameters: the next plan must
+		// see the values just set, not start the change again.
+		for _, p := range s.snap.Pods {
+			changed[a.Type] = append(changed[a.Type], p.Name)
+		}
 	}
 	for _, name := range changed[a.Type] {
 		if p, ok := s.snap.Pod(name); ok {

@@ -30,7 +30,11 @@ const dataCheckSample = 32
 func (r *Reconciler) checkDataStep(ctx context.Context, s *scope, a plan.Action) error {
 	master, _ := s.snap.Pod(a.Master)
 	replica, _ := s.snap.Pod(a.Pod)
-	dc := checkData(ctx, master.IP, replica.IP, s.access, dataCheckSample, 2*probeTimeout(s.cc))
+	check := checkData
+	if s.cc.IsSharded() {
+		check = checkShardData
+	}
+	dc := check(ctx, master.IP, replica.IP, s.access, dataCheckSample, 2*probeTimeout(s.cc))
 	dc.RunID, dc.Master, dc.At = replica.Obs.RunID, a.Master, r.now()
 	r.mu.Lock()
 	if r.dataChecks == nil {
@@ -76,6 +80,20 @@ func checkData(ctx context.Context, masterIP, replicaIP string, acc access.Confi
 	m, rep := redisClient(masterIP, acc), redisClient(replicaIP, acc)
 	defer m.Close()
 	defer rep.Close()
+	return checkDataWith(ctx, m, rep, n, wait)
+}
+
+// checkShardData is checkData within a shard of a sharded cluster: the
+// replica is read on READONLY connections (clusterReplicaClient).
+func checkShardData(ctx context.Context, masterIP, replicaIP string, acc access.Config, n int, wait time.Duration) plan.DataCheck {
+	m, rep := redisClient(masterIP, acc), clusterReplicaClient(replicaIP, acc)
+	defer m.Close()
+	defer rep.Close()
+	return checkDataWith(ctx, m, rep, n, wait)
+}
+
+// checkDataWith is checkData on the master's and the replica's clients.
+func checkDataWith(ctx context.Context, m, rep *redis.Client, n int, wait time.Duration) plan.DataCheck {
 	dc := plan.DataCheck{}
 	fail := func(format string, a ...any) plan.DataCheck { dc.Err = fmt.Sprintf(format, a...); return dc }
 

@@ -82,3 +82,37 @@ func TestCheckDataOnRealServers(t *testing.T) {
 	late := checkData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 300*time.Millisecond)
 	g.Expect(late.Err).To(ContainSubstring("the replica"))
 }
+
+// The data check within a shard of a sharded cluster, on real nodes in
+// cluster mode (one master serving every slot, one replica): the replica
+// holds the master's keys, and only a READONLY connection reads them; on
+// a plain one it answers MOVED, and the check could never be made.
+func TestCheckShardDataOnRealServers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	const pw = "pw"
+	masterIP, replicaIP := "127.0.211.3", "127.0.211.4"
+	cluster := func(ip string) []string {
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-announce-ip", ip, "--cluster-node-timeout", "1000"}
+	}
+	m := server(t, masterIP, pw, cluster(masterIP)...)
+	rep := server(t, replicaIP, pw, cluster(replicaIP)...)
+	g.Expect(m.ClusterAddSlotsRange(ctx, 0, 16383).Err()).To(Succeed())
+	g.Expect(m.ClusterMeet(ctx, replicaIP, "6379").Err()).To(Succeed())
+	masterID, err := m.ClusterMyID(ctx).Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { return rep.ClusterReplicate(ctx, masterID).Err() }, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	g.Eventually(func() string { return m.ClusterInfo(ctx).Val() }, 10*time.Second, 50*time.Millisecond).Should(ContainSubstring("cluster_state:ok"))
+	for i := range 10 {
+		g.Expect(m.Set(ctx, fmt.Sprintf("k%d", i), "v", 0).Err()).To(Succeed())
+	}
+	g.Eventually(func() int64 { return rep.DBSize(ctx).Val() }, 10*time.Second, 50*time.Millisecond).Should(Equal(int64(10)))
+
+	ok := checkShardData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 5*time.Second)
+	g.Expect(ok.Err).To(BeEmpty())
+	g.Expect(ok.Sampled).To(BeNumerically(">", 0))
+	g.Expect(ok.Missing).To(BeEmpty())
+
+	plain := checkData(ctx, masterIP, replicaIP, access.Config{Password: pw}, 32, 5*time.Second)
+	g.Expect(plain.Err).To(ContainSubstring("MOVED"), "a cluster replica read without READONLY")
+}

@@ -13,8 +13,9 @@ import (
 // the action. They are, one file per concern:
 // topology.go (bootstrap, failover, fencing, labels), operations.go
 // (scaling, upgrades, switchovers), reconfigure.go, precheck.go,
-// restore.go, backups.go, cluster_bootstrap.go and reshard.go (sharded
-// clusters), tls.go (loading a renewed certificate).
+// restore.go, backups.go, cluster_bootstrap.go, reshard.go and
+// shard_rollout.go (sharded clusters), tls.go (loading a renewed
+// certificate).
 var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
 	plan.ActionBootstrap:        (*Reconciler).bootstrap,
 	plan.ActionRefresh:          (*Reconciler).refresh,
@@ -65,6 +66,9 @@ var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, p
 	plan.ActionClusterForget:  (*Reconciler).clusterForget,
 	plan.ActionClusterReset:   (*Reconciler).clusterReset,
 	plan.ActionResizeShards:   (*Reconciler).resizeShards,
+
+	plan.ActionShardFailover:      (*Reconciler).shardFailover,
+	plan.ActionEndShardSwitchover: (*Reconciler).endShardSwitchover,
 
 	plan.ActionReloadTLS: (*Reconciler).reloadTLS,
 }

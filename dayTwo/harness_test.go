@@ -9,6 +9,7 @@ package daytwo_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -171,6 +172,9 @@ type redisProc struct {
 	ip, password, dir string
 	// extra are more redis-server arguments (a test's fault).
 	extra []string
+	// bin is the server program: redis-server unless a test restarts the
+	// pod on another engine (valkey-server).
+	bin string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -197,9 +201,18 @@ func startRedis(t *testing.T, ip, password string, extra ...string) *redisProc {
 // replicas: a matter of time only, which each test would spend otherwise.
 func (p *redisProc) start(t *testing.T) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	if err := p.run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run is start, for a goroutine other than the test's: it returns what
+// went wrong.
+func (p *redisProc) run() error {
+	program := cmp.Or(p.bin, "redis-server")
+	bin, err := exec.LookPath(program)
 	if err != nil {
-		t.Fatalf("redis-server is needed (hack/install-deps.sh installs it): %v", err)
+		return fmt.Errorf("%s is needed (hack/install-deps.sh installs it): %w", program, err)
 	}
 	cmd := exec.Command(bin, "--bind", p.ip, "--bind-source-addr", p.ip, "--port", "6379",
 		"--requirepass", p.password, "--masterauth", p.password, "--protected-mode", "no",
@@ -208,7 +221,7 @@ func (p *redisProc) start(t *testing.T) {
 	cmd.Args = append(cmd.Args, p.extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -221,17 +234,43 @@ func (p *redisProc) start(t *testing.T) {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("redis-server on %s exited: %s", p.ip, tail(filepath.Join(p.dir, "redis.log"), 10))
+			return fmt.Errorf("%s on %s exited: %s", program, p.ip, tail(filepath.Join(p.dir, "redis.log"), 10))
 		default:
 		}
 		if rc.Ping(context.Background()).Err() == nil {
-			return
+			return nil
 		}
 		if time.Now().After(end) {
-			t.Fatalf("redis-server on %s does not answer", p.ip)
+			return fmt.Errorf("%s on %s does not answer", program, p.ip)
 		}
 		time.Sleep(poll)
 	}
+}
+
+// stop ends the process with SIGTERM, as the kubelet stops a container:
+// Redis shuts down (a master waits for its replicas to catch up) before
+// it exits.
+func (p *redisProc) stop() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(deadline):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// pid is the process's id.
+func (p *redisProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
 }
 
 // kill ends the process with SIGKILL, as a crash would.
@@ -406,15 +445,24 @@ func (c *cluster) settleStatefulSet() {
 
 // createPod creates a pod and reports it Running and Ready at its address.
 func (c *cluster) createPod(name string) {
+	must(c.t, c.createPodAt(name, revision))
+}
+
+// createPodAt is createPod for a pod of the StatefulSet revision rev; it
+// returns what went wrong, so a goroutine other than the test's can call
+// it.
+func (c *cluster) createPodAt(name, rev string) error {
 	ctx := context.Background()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: map[string]string{
 			cachev1alpha1.LabelCluster: c.name, cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue,
-			appsv1.ControllerRevisionHashLabelKey: revision, appsv1.StatefulSetPodNameLabel: name,
+			appsv1.ControllerRevisionHashLabelKey: rev, appsv1.StatefulSetPodNameLabel: name,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "redis:7.0.15"}}},
 	}
-	must(c.t, k8s.Create(ctx, p))
+	if err := k8s.Create(ctx, p); err != nil {
+		return err
+	}
 	now := metav1.Now()
 	ip := c.ips[name]
 	p.Status = corev1.PodStatus{
@@ -424,7 +472,7 @@ func (c *cluster) createPod(name string) {
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
-	must(c.t, k8s.Status().Update(ctx, p))
+	return k8s.Status().Update(ctx, p)
 }
 
 func (c *cluster) get(g Gomega) *cachev1alpha1.CacheCluster {

@@ -127,7 +127,8 @@ func (r *Reconciler) snapshot(cc *cachev1alpha1.CacheCluster, pods []plan.PodSta
 			meta.FindStatusCondition(cc.Status.Conditions, cachev1alpha1.ConditionRestored) == nil,
 	}
 	if cc.IsSharded() {
-		snap.Sharded = &plan.ShardedState{Shards: int(cc.ShardCount()), PodsPerShard: int(cc.PodsPerShard()), Recorded: cc.Status.Shards}
+		snap.Sharded = &plan.ShardedState{Shards: int(cc.ShardCount()), PodsPerShard: int(cc.PodsPerShard()), Recorded: cc.Status.Shards,
+			Parameters: renderer.ClusterParameters(cc)}
 	}
 	if ro := cc.Status.Rollout; ro != nil {
 		snap.Approved = ro.RolloutValues.DeepCopy()

@@ -39,3 +39,14 @@ func redisClientReading(ip string, acc access.Config, read time.Duration) *redis
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 2*time.Second, read, 2*time.Second
 	return redis.NewClient(o)
 }
+
+// clusterReplicaClient is redisClient for reading keys on a replica of a
+// sharded cluster: each connection is READONLY, or the replica would
+// answer MOVED (to its master) for every key it holds.
+func clusterReplicaClient(ip string, acc access.Config) *redis.Client {
+	o := acc.Options(net.JoinHostPort(ip, "6379"))
+	o.MaxRetries, o.PoolSize, o.DisableIdentity = -1, 1, true
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }
+	return redis.NewClient(o)
+}

@@ -80,6 +80,7 @@ type clusterWriter struct {
 
 	mu       sync.Mutex
 	acked    map[string]string
+	ackedAt  []time.Time
 	attempts int
 	lastErr  error
 	stop     chan struct{}
@@ -117,6 +118,7 @@ func (w *clusterWriter) run() {
 		if w.write(ctx, key, val) {
 			w.mu.Lock()
 			w.acked[key] = val
+			w.ackedAt = append(w.ackedAt, time.Now())
 			w.mu.Unlock()
 			continue
 		}
@@ -188,11 +190,7 @@ func (w *clusterWriter) ackedCount() int {
 
 // lost reads every acknowledged key back through a fresh cluster client.
 func (w *clusterWriter) lost(g Gomega, c *cluster) (checked int, lost []string) {
-	var addrs []string
-	for _, p := range c.pods {
-		addrs = append(addrs, c.ips[p]+":6379")
-	}
-	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: c.password})
+	rc := c.clusterClient()
 	defer rc.Close()
 	ctx := context.Background()
 	w.mu.Lock()
@@ -259,4 +257,13 @@ func TestIntegrationShardedMasterKilled(t *testing.T) {
 	g.Expect(checked).To(BeNumerically(">", before+100))
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 	g.Expect(c.events(g)[cachev1alpha1.EventShardMasterChanged]).To(ContainElement(ContainSubstring("Shard 1 is served by cache-3")))
+}
+
+// clusterClient is a cluster-aware client seeded with every pod.
+func (c *cluster) clusterClient() *redis.ClusterClient {
+	var addrs []string
+	for _, p := range c.pods {
+		addrs = append(addrs, c.ips[p]+":6379")
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: c.password})
 }

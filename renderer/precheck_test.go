@@ -157,3 +157,29 @@ func TestRenderPrecheckWithASeed(t *testing.T) {
 	}
 	g.Expect(emptyDirs).To(ContainElements("data", "seed-report"))
 }
+
+// A sharded cluster's pre-check pod runs the node as the cluster's pods do
+// (cluster mode, its own address announced, its node file on its data
+// folder, which is empty: it joins no cluster) on a copy of one shard.
+func TestRenderPrecheckOfAShardedCluster(t *testing.T) {
+	g := NewWithT(t)
+	cc := loadExamples(t)["sharded"]
+	cc.Status.Rollout = &cachev1alpha1.RolloutStatus{RolloutValues: SpecValues(cc)}
+	target := SpecValues(cc)
+	target.Engine, target.Version = cachev1alpha1.EngineValkey, "8.0.1"
+	podU, cmU, err := RenderPrecheck(cc, target, "10.0.0.7:6379")
+	g.Expect(err).NotTo(HaveOccurred())
+	var pod corev1.Pod
+	var cm corev1.ConfigMap
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(podU.Object, &pod)).To(Succeed())
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(cmU.Object, &cm)).To(Succeed())
+	g.Expect(pod.Spec.Containers[0].Command).To(Equal([]string{"valkey-server"}))
+	g.Expect(pod.Spec.Containers[0].Args).To(ContainElements("--cluster-announce-ip", "$(POD_IP)"))
+	g.Expect(cm.Data["redis.conf"]).To(And(ContainSubstring("\ncluster-enabled yes\n"), ContainSubstring("\ncluster-config-file /data/nodes.conf\n")))
+	g.Expect(pod.Spec.InitContainers).To(ConsistOf(HaveField("Name", SeedContainerName)))
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" {
+			g.Expect(v.EmptyDir).NotTo(BeNil(), "the node file starts empty")
+		}
+	}
+}

@@ -81,6 +81,19 @@ func TestRenderSharded(t *testing.T) {
 	g.Expect(policy).NotTo(ContainSubstring("16379"))
 }
 
+// The cluster parameters day-two sets live are the ones redis.conf
+// renders, as CONFIG GET reports them.
+func TestClusterParameters(t *testing.T) {
+	g := NewWithT(t)
+	cc := &cachev1alpha1.CacheCluster{Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15"}}
+	g.Expect(ClusterParameters(cc)).To(BeNil())
+	cc.Spec.Mode = cachev1alpha1.ModeSharded
+	g.Expect(ClusterParameters(cc)).To(Equal(map[string]string{"cluster-node-timeout": "5000", "cluster-replica-no-failover": "no"}))
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 2
+	cc.Spec.HighAvailability.AutoFailover = ptr.To(false)
+	g.Expect(ClusterParameters(cc)).To(Equal(map[string]string{"cluster-node-timeout": "2000", "cluster-replica-no-failover": "yes"}))
+}
+
 // A sharded cluster restored from a sharded backup: the init container
 // learns its pod's name (the ordinal names its shard and whether it is the
 // shard's first pod), the ConfigMap the backup's folder, the shard count

@@ -85,10 +85,34 @@ func nextOperation(s Snapshot) Action {
 	return Action{Type: ActionNone}
 }
 
-// nextChange chooses the next spec change to roll out.
+// nextChange chooses the next spec change to roll out: what the pods run
+// (nextPodChange), then their number.
 func nextChange(s Snapshot) Action {
+	if a := nextPodChange(s); a.Type != ActionNone {
+		return a
+	}
 	a := *s.Approved
 	master, _ := s.Pod(s.CurrentMaster)
+	if s.Spec.Replicas != a.Replicas {
+		target := a
+		target.Replicas = s.Spec.Replicas
+		reason := fmt.Sprintf("replicas %d→%d", a.Replicas, target.Replicas)
+		if target.Replicas < a.Replicas && master.Ordinal() >= int(target.Replicas) {
+			reason += fmt.Sprintf(": switchover first, the master is on ordinal %d", master.Ordinal())
+		}
+		return Action{Type: ActionStartOperation, Reason: reason, Operation: &cachev1alpha1.OperationStatus{
+			Type: cachev1alpha1.OperationScaling, Reason: reason, Target: target.DeepCopy(),
+		}}
+	}
+	return Action{Type: ActionNone}
+}
+
+// nextPodChange chooses the next change of what the pods run, in both
+// modes: a new pod template (or a parameter that needs a restart) is an
+// Upgrade, pods left on an older template are restarted, then live
+// parameters are a Reconfigure.
+func nextPodChange(s Snapshot) Action {
+	a := *s.Approved
 	if s.StatefulSet == nil || !s.StatefulSet.Settled {
 		return Action{Type: ActionWait, Reason: "waiting for the StatefulSet to observe its spec"}
 	}
@@ -131,17 +155,6 @@ func nextChange(s Snapshot) Action {
 			Type: cachev1alpha1.OperationReconfigure, Reason: describeConfig(a.Config, live), Target: target.DeepCopy(),
 		}}
 	}
-	if s.Spec.Replicas != a.Replicas {
-		target := a
-		target.Replicas = s.Spec.Replicas
-		reason := fmt.Sprintf("replicas %d→%d", a.Replicas, target.Replicas)
-		if target.Replicas < a.Replicas && master.Ordinal() >= int(target.Replicas) {
-			reason += fmt.Sprintf(": switchover first, the master is on ordinal %d", master.Ordinal())
-		}
-		return Action{Type: ActionStartOperation, Reason: reason, Operation: &cachev1alpha1.OperationStatus{
-			Type: cachev1alpha1.OperationScaling, Reason: reason, Target: target.DeepCopy(),
-		}}
-	}
 	return Action{Type: ActionNone}
 }
 
@@ -152,32 +165,39 @@ func planUpgrade(s Snapshot) Action {
 	op := s.Operation
 	switch op.Step {
 	case cachev1alpha1.StepPrecheck:
-		key := renderer.TemplateKey(*op.Target)
-		pc := s.Precheck
-		switch {
-		case pc != nil && pc.TemplateKey == key && pc.Failure != "":
-			return Action{Type: ActionPrecheckFail, Reason: pc.Failure}
-		case pc != nil && pc.TemplateKey == key && pc.Ready:
-			if a, decided := judgeSeed(s, pc.Seed, op.Target); decided {
-				return a
-			}
-			if stepExpired(s) {
-				return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the keys the pre-check pod loaded could not be counted within %s: %s", s.StepDeadline, pc.Seed.LoadErr)}
-			}
-			return Action{Type: ActionWait, Reason: "counting the keys the pre-check pod loaded"}
-		case stepExpired(s):
-			return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the pre-check pod did not become ready within %s", s.StepDeadline)}
-		case pc == nil || pc.TemplateKey != key:
-			if src, ok := seedSource(s); ok {
-				return Action{Type: ActionPrecheckStart, Values: op.Target, Pod: src.Name, Reason: "start a pod with the new template on a copy of " + src.Name + "'s data"}
-			}
-			return Action{Type: ActionPrecheckStart, Values: op.Target, Reason: "start a pod with the new template"}
-		}
-		return Action{Type: ActionWait, Reason: "waiting for the pre-check pod"}
+		return planPrecheck(s)
 	case cachev1alpha1.StepRollback:
 		return planRestart(s, *op.Previous, true)
 	}
 	return planRestart(s, *op.Target, false)
+}
+
+// planPrecheck runs an upgrade's pre-check, in both modes: a pod with the
+// new template on a copy of the data (seedSource), judged by judgeSeed.
+func planPrecheck(s Snapshot) Action {
+	op := s.Operation
+	key := renderer.TemplateKey(*op.Target)
+	pc := s.Precheck
+	switch {
+	case pc != nil && pc.TemplateKey == key && pc.Failure != "":
+		return Action{Type: ActionPrecheckFail, Reason: pc.Failure}
+	case pc != nil && pc.TemplateKey == key && pc.Ready:
+		if a, decided := judgeSeed(s, pc.Seed, op.Target); decided {
+			return a
+		}
+		if stepExpired(s) {
+			return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the keys the pre-check pod loaded could not be counted within %s: %s", s.StepDeadline, pc.Seed.LoadErr)}
+		}
+		return Action{Type: ActionWait, Reason: "counting the keys the pre-check pod loaded"}
+	case stepExpired(s):
+		return Action{Type: ActionPrecheckFail, Reason: fmt.Sprintf("the pre-check pod did not become ready within %s", s.StepDeadline)}
+	case pc == nil || pc.TemplateKey != key:
+		if src, ok := seedSource(s); ok {
+			return Action{Type: ActionPrecheckStart, Values: op.Target, Pod: src.Name, Reason: "start a pod with the new template on a copy of " + src.Name + "'s data"}
+		}
+		return Action{Type: ActionPrecheckStart, Values: op.Target, Reason: "start a pod with the new template"}
+	}
+	return Action{Type: ActionWait, Reason: "waiting for the pre-check pod"}
 }
 
 // planRestart restarts, one at a time, every pod that does not run the

@@ -16,12 +16,11 @@ import (
 
 // seedSource is the pod the pre-check copies its data from: the in-sync
 // replica with the highest offset (the master is not asked to fork), the
-// master when no replica is in sync. None in sharded mode: a shard's dump
-// is not the cluster's data, and a cluster-mode pre-check pod holds no
-// slots.
+// master when no replica is in sync. A sharded cluster's pre-check copies
+// one shard (shardedSeedSource).
 func seedSource(s Snapshot) (PodState, bool) {
 	if s.Sharded != nil {
-		return PodState{}, false
+		return shardedSeedSource(s)
 	}
 	master, ok := s.Pod(s.CurrentMaster)
 	if !ok {

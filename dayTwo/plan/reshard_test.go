@@ -281,12 +281,22 @@ func TestReshardResumes(t *testing.T) {
 	}
 }
 
-// A shard-count change held by nothing else: the version is the same, so
-// the planner does not say a change is held once resharding is done.
-func TestReshardIsNotAHeldChange(t *testing.T) {
+// A shard-count change is resharding only: the version is the same, so
+// no rolling restart follows once the slots moved.
+func TestReshardIsNotARestart(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(heldChange(cachev1alpha1.RolloutValues{Replicas: 6, Version: "7.0.15"}, cachev1alpha1.RolloutValues{Replicas: 8, Version: "7.0.15"})).To(BeFalse())
-	g.Expect(heldChange(cachev1alpha1.RolloutValues{Replicas: 6, Version: "7.0.15"}, cachev1alpha1.RolloutValues{Replicas: 8, Version: "7.2.0"})).To(BeTrue())
+	c := newRedisCluster(3, 2)
+	_, s := c.run(t, c.snapshot())
+	c.shards = 4
+	s.Spec.Replicas = 8
+	steps, _ := c.run(t, s)
+	for _, a := range steps {
+		g.Expect(a.Type).NotTo(BeElementOf(ActionRestartPod, ActionPrecheckStart, ActionShardFailover), "%s", a)
+		if a.Type == ActionStartOperation {
+			g.Expect(a.Operation.Type).To(Equal(cachev1alpha1.OperationScaling), "%s", a)
+		}
+	}
+	g.Expect(steps[len(steps)-1].Type).To(Equal(ActionNone))
 }
 
 // TargetShard computes in one step what EvenSlots lays out: for every

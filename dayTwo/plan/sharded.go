@@ -16,6 +16,10 @@ type ShardedState struct {
 	PodsPerShard int
 	// Recorded is status.shards.
 	Recorded []cachev1alpha1.ShardStatus
+	// Parameters are the cluster parameters spec asks every node to run
+	// (renderer.ClusterParameters); the nodes report theirs in their
+	// ClusterView.
+	Parameters map[string]string
 	// Restore is the sharded backup a new cluster restores (spec.restore)
 	// until its restore is checked; nil otherwise (sharded_restore.go).
 	Restore *ShardedRestore
@@ -112,40 +116,22 @@ func planSharded(s Snapshot) Action {
 	if s.Approved == nil {
 		return Action{Type: ActionApprove, Values: &s.Spec, Reason: "first approval of spec"}
 	}
-	for _, rule := range []func(shardedView) Action{planShardedBackup, planReshard, nextShardedBackup} {
+	// A backup in progress streams its dumps; a rolling restart or a
+	// configuration change in progress continues (shard_rollout.go);
+	// resharding, which also repairs a slot left moving, goes before a new
+	// one starts, and so does a waiting backup.
+	if a := planShardedBackup(v); a.Type != ActionNone {
+		return a
+	}
+	if op := s.Operation; op != nil && op.Type != cachev1alpha1.OperationScaling && op.Type != cachev1alpha1.OperationBackup {
+		return planShardedOperation(v)
+	}
+	for _, rule := range []func(shardedView) Action{planReshard, nextShardedBackup} {
 		if a := rule(v); a.Type != ActionNone {
 			return a
 		}
 	}
-	if heldChange(*s.Approved, s.Spec) {
-		return Action{Type: ActionWait, Reason: ShardedChangeHeld}
-	}
-	return Action{Type: ActionNone}
-}
-
-// heldChange: spec asks for more than a pod count the pods do not run
-// (resharding changes the pod count).
-func heldChange(approved, spec cachev1alpha1.RolloutValues) bool {
-	approved.Replicas = spec.Replicas
-	return !reflect.DeepEqual(approved, spec)
-}
-
-// ShardedChangeHeld is why a spec change of a sharded cluster does not
-// reach its pods.
-const ShardedChangeHeld = "a change of version, configuration or resources of a sharded cluster is not rolled out yet (issue 15): the pods keep what they run"
-
-// simulateSharded is Simulate for a sharded cluster: a change of what the
-// pods run is held (planSharded waits on it); nothing else is an
-// operation.
-func simulateSharded(base, head *cachev1alpha1.CacheCluster, approved, spec cachev1alpha1.RolloutValues) []Action {
-	var out []Action
-	if base.IsSharded() && base.ShardCount() > 0 && head.ShardCount() != base.ShardCount() {
-		out = append(out, simulateReshard(base, head))
-	}
-	if heldChange(approved, spec) {
-		out = append(out, Action{Type: ActionWait, Reason: ShardedChangeHeld})
-	}
-	return out
+	return planShardedOperation(v)
 }
 
 // introducer is the lowest-ordinal pod that answers: the one every other

@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
@@ -19,6 +21,13 @@ import (
 type redisCluster struct {
 	shards, perShard int
 	nodes            []*modelNode
+	// The rollout's world (shard_rollout_test.go): the StatefulSet's
+	// revision of each template it rendered, the pre-check pod, the data
+	// checks and the switchover the operator remembers.
+	revs       map[string]string
+	precheck   *PrecheckState
+	dataChecks map[string]DataCheck
+	issuedAt   time.Time
 }
 
 type modelNode struct {
@@ -29,6 +38,13 @@ type modelNode struct {
 	slots    []probe.SlotRange
 	down     bool
 	label    string
+	// rev is the StatefulSet revision of the pod; run counts its
+	// server's starts (its run_id).
+	rev string
+	run int
+	// params are the node's cluster parameters, as CONFIG GET reports
+	// them.
+	params map[string]string
 	// saving: busy with a background save (INFO persistence).
 	saving bool
 	// Resharding: the slots marked on the node's own line, the keys it
@@ -63,7 +79,7 @@ func (c *redisCluster) line(n *modelNode) probe.ClusterNode {
 
 // view is what node n would answer.
 func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
-	v := &probe.ClusterView{Myself: c.line(n)}
+	v := &probe.ClusterView{Myself: c.line(n), Parameters: maps.Clone(n.params)}
 	if len(n.migrating) > 0 {
 		v.Myself.Migrating, v.MigratingKeys = map[int]string{}, map[int]int{}
 		for s, id := range n.migrating {
@@ -97,11 +113,19 @@ func (c *redisCluster) view(n *modelNode) *probe.ClusterView {
 }
 
 func (c *redisCluster) snapshot() Snapshot {
-	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard},
-		Spec: cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard)}}
+	spec := cachev1alpha1.RolloutValues{Replicas: int32(c.shards * c.perShard), Version: "7.0.15"}
+	s := Snapshot{Name: "c", Now: now, Sharded: &ShardedState{Shards: c.shards, PodsPerShard: c.perShard}, Spec: spec}
+	c.workload(&s)
 	for o, n := range c.nodes {
 		p := pod(c.name(o), n.ip, "master", "", n.label, 0, 0)
-		p.Ready, p.Obs.Saving = !n.down, n.saving
+		if n.masterID != "" {
+			for _, m := range c.nodes {
+				if m.id == n.masterID {
+					p.Obs.Role, p.Obs.MasterHost, p.Obs.MasterLinkUp = "slave", m.ip, true
+				}
+			}
+		}
+		p.Ready, p.Obs.Saving, p.Revision, p.Obs.RunID = !n.down, n.saving, cmp.Or(n.rev, "r1"), fmt.Sprintf("%s@%d", c.name(o), n.run)
 		for _, k := range n.keys {
 			p.Obs.Keys += int64(k)
 		}
@@ -156,7 +180,9 @@ func (c *redisCluster) apply(t testing.TB, s *Snapshot, a Action) {
 	case ActionVerifyRestore:
 		s.RestorePending, s.Sharded.Restore = false, nil
 	default:
-		c.applyReshard(t, s, a)
+		if !c.applyRollout(t, s, a) {
+			c.applyReshard(t, s, a)
+		}
 	}
 }
 
@@ -176,7 +202,8 @@ func (c *redisCluster) applyReshard(t testing.TB, s *Snapshot, a Action) {
 		s.Approved = a.Values
 		want := int(a.Values.Replicas)
 		for o := len(c.nodes); o < want; o++ {
-			c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true})
+			// A new pod is made from the StatefulSet's current template.
+			c.nodes = append(c.nodes, &modelNode{id: fmt.Sprintf("%040d", o+1), ip: fmt.Sprintf("10.1.0.%d", o+1), master: true, rev: s.StatefulSet.UpdateRevision})
 		}
 		for _, n := range c.nodes[min(want, len(c.nodes)):] {
 			for _, m := range c.nodes[:want] {
@@ -266,8 +293,7 @@ func (c *redisCluster) run(t testing.TB, s Snapshot) ([]Action, Snapshot) {
 	t.Helper()
 	var steps []Action
 	for range 3000 {
-		fresh := c.snapshot()
-		fresh.Sharded.Recorded, fresh.Approved, fresh.Spec, fresh.Operation = s.Sharded.Recorded, s.Approved, s.Spec, s.Operation
+		fresh := c.next(s)
 		fresh.RestorePending, fresh.Sharded.Restore, fresh.Backup, fresh.PendingBackup = s.RestorePending, s.Sharded.Restore, s.Backup, s.PendingBackup
 		a := Next(fresh)
 		if a.Type == ActionNone || a.Type == ActionWait {
@@ -447,18 +473,6 @@ func TestShardedAfterFailoverSettles(t *testing.T) {
 	steps, end := c.run(t, s)
 	g.Expect(stepTypes(steps)).To(Equal([]ActionType{ActionUnlabel, ActionLabelReplica, ActionLabelMaster, ActionRecordShards, ActionNone}))
 	g.Expect(end.Sharded.Recorded[1]).To(Equal(cachev1alpha1.ShardStatus{Index: 1, Slots: []string{"5462-10922"}, Master: "c-3", Replicas: []string{"c-2"}, ApproximateKeys: ptr.To[int64](0)}))
-}
-
-// A spec change of a sharded cluster is not rolled out yet: the planner
-// says so instead of running a replication-mode operation.
-func TestShardedSpecChangeWaits(t *testing.T) {
-	g := NewWithT(t)
-	c := newRedisCluster(3, 2)
-	_, s := c.run(t, c.snapshot())
-	s.Spec.Version = "7.2.0"
-	a := Next(s)
-	g.Expect(a.Type).To(Equal(ActionWait))
-	g.Expect(a.Reason).To(ContainSubstring("not rolled out yet"))
 }
 
 func eachSlot(rs []probe.SlotRange, f func(int)) {

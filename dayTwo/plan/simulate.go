@@ -16,8 +16,8 @@ import (
 // with every step assumed to succeed (pods restart, sync and answer at
 // once). It is what `kubectl cache plan` shows a reviewer. base is the
 // running cluster (its spec as approved), head the changed one; master is
-// the pod that is master now ("" for ordinal 0). For a sharded cluster the
-// only step is the Wait that holds a change of what the pods run. templateChanged says that
+// the pod that is master now ("" for ordinal 0); a sharded cluster's
+// masters are read from base's status.shards (simulateSharded). templateChanged says that
 // head's rendered pod template differs from base's: the StatefulSet gets a
 // new revision even when none of the values day-two approves changed.
 func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateChanged bool) ([]Action, error) {
@@ -26,7 +26,7 @@ func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateCha
 		approved = *r.RolloutValues.DeepCopy()
 	}
 	if head.IsSharded() {
-		return simulateSharded(base, head, approved, renderer.SpecValues(head)), nil
+		return simulateSharded(base, head, approved, templateChanged)
 	}
 	if master == "" {
 		master = fmt.Sprintf("%s-0", base.Name)

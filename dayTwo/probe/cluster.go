@@ -28,7 +28,16 @@ type ClusterView struct {
 	// migrates (at most MaxCountedSlots of them): a slot may be given to
 	// its new owner only once it is 0.
 	MigratingKeys map[int]int
+	// Parameters are the node's cluster parameters the operator derives
+	// from spec (ClusterParameters), by name, as CONFIG GET reports them;
+	// a parameter the node does not report is missing.
+	Parameters map[string]string
 }
+
+// ClusterParameters are the parameters of a cluster node that follow
+// spec.highAvailability (renderer.ClusterParameters): the probe reads them
+// so a change is set live on the nodes that run another value.
+var ClusterParameters = []string{"cluster-node-timeout", "cluster-replica-no-failover"}
 
 // MaxCountedSlots bounds the COUNTKEYSINSLOT a probe sends: the planner
 // never has more slots migrating at once.
@@ -85,24 +94,26 @@ func (v *ClusterView) signature() string {
 	for _, n := range v.Nodes {
 		fmt.Fprintf(&b, "%s %s %t %s %t %t %v %d %v %v;", n.ID, n.IP, n.Master, n.MasterID, n.Failed, n.Handshake, n.Slots, n.Moving, n.Migrating, n.Importing)
 	}
-	fmt.Fprintf(&b, "%v", v.MigratingKeys)
+	fmt.Fprintf(&b, "%v %v", v.MigratingKeys, v.Parameters)
 	return b.String()
 }
 
-// probeCluster reads CLUSTER INFO and CLUSTER NODES on the pod's
-// connection.
+// probeCluster reads CLUSTER INFO, CLUSTER NODES and the cluster
+// parameters on the pod's connection, in one round trip.
 func probeCluster(ctx context.Context, c *conn, timeout, period time.Duration) (*ClusterView, error) {
-	info, err := c.do(ctx, clusterInfoCommand, timeout, period)
+	out, err := c.pipeline(ctx, clusterCommands, timeout, period)
 	if err != nil {
-		return nil, fmt.Errorf("CLUSTER INFO: %w", err)
+		return nil, fmt.Errorf("CLUSTER INFO, CLUSTER NODES, CONFIG GET: %w", err)
 	}
-	nodes, err := c.do(ctx, clusterNodesCommand, timeout, period)
-	if err != nil {
-		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
-	}
-	v, err := ParseClusterView(info, nodes)
+	v, err := ParseClusterView(out[0], out[1])
 	if err != nil {
 		return nil, err
+	}
+	v.Parameters = make(map[string]string, len(ClusterParameters))
+	for _, reply := range out[2:] {
+		if name, value, ok := strings.Cut(strings.TrimSuffix(reply, "\n"), "\n"); ok {
+			v.Parameters[name] = value
+		}
 	}
 	slots := make([]int, 0, len(v.Myself.Migrating))
 	for s := range v.Myself.Migrating {
@@ -128,10 +139,16 @@ func probeCluster(ctx context.Context, c *conn, timeout, period time.Duration) (
 	return v, nil
 }
 
-var (
-	clusterInfoCommand  = encodeCommand("CLUSTER", "INFO")
-	clusterNodesCommand = encodeCommand("CLUSTER", "NODES")
-)
+// clusterCommands are what a probe of a cluster node sends: CLUSTER
+// INFO, CLUSTER NODES, then one CONFIG GET per cluster parameter (one name
+// each, which every version answers).
+var clusterCommands = func() [][]byte {
+	cmds := [][]byte{encodeCommand("CLUSTER", "INFO"), encodeCommand("CLUSTER", "NODES")}
+	for _, p := range ClusterParameters {
+		cmds = append(cmds, encodeCommand("CONFIG", "GET", p))
+	}
+	return cmds
+}()
 
 // ParseClusterView reads the answers of CLUSTER INFO and CLUSTER NODES.
 func ParseClusterView(info, nodes string) (*ClusterView, error) {

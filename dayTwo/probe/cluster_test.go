@@ -1,9 +1,13 @@
 package probe
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/cacheops/cacheops/dayTwo/access"
 )
 
 // CLUSTER NODES as Redis 7.0 prints it during a bootstrap: a master with
@@ -50,4 +54,22 @@ func TestParseClusterView(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("no line flagged myself")))
 	_, err = ParseClusterView(info, "abc 10.0.0.2:6379@16379 myself,master - 0 0 1 connected x-y\n")
 	g.Expect(err).To(HaveOccurred())
+}
+
+// A probe of a real cluster node reads its view and the cluster
+// parameters the operator derives from spec, in one round trip.
+func TestProbeClusterReadsTheClusterParameters(t *testing.T) {
+	g := NewWithT(t)
+	s := &server{ip: "127.0.200.9", password: "pw", dir: t.TempDir(),
+		extra: []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "1234", "--cluster-replica-no-failover", "yes"}}
+	s.extra = append(s.extra, "--cluster-config-file", s.dir+"/nodes.conf")
+	s.start(t)
+	t.Cleanup(s.kill)
+	c := newConn(s.ip, access.Config{Password: s.password})
+	defer c.close()
+	v, err := probeCluster(context.Background(), c, time.Second, time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Myself.Master).To(BeTrue())
+	g.Expect(v.State).To(Equal("fail"))
+	g.Expect(v.Parameters).To(Equal(map[string]string{"cluster-node-timeout": "1234", "cluster-replica-no-failover": "yes"}))
 }

@@ -194,9 +194,21 @@ func isErrorReply(err error) bool {
 	return errors.As(err, &re)
 }
 
+// maxArrayReply bounds an array reply: the probe reads only CONFIG GET's
+// name and value.
+const maxArrayReply = 16
+
 // readReply reads one RESP2 reply that is a string: bulk, simple, or an
-// integer (as text); an error reply is returned as an error.
+// integer (as text); an error reply is returned as an error. An array of
+// such strings (CONFIG GET's name and value) is returned as its elements,
+// each followed by a newline.
 func readReply(r *bufio.Reader) (string, error) {
+	return readItem(r, true)
+}
+
+// readItem is readReply; an array is read only when array is true (its
+// elements are not arrays).
+func readItem(r *bufio.Reader, array bool) (string, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		return "", err
@@ -216,6 +228,21 @@ func readReply(r *bufio.Reader) (string, error) {
 			return "", fmt.Errorf("malformed bulk length %q", body)
 		}
 		return readBulk(r, n)
+	case '*':
+		n, ok := parseLength(body)
+		if !array || !ok || n > maxArrayReply {
+			return "", fmt.Errorf("malformed array length %q", body)
+		}
+		var sb strings.Builder
+		for range n {
+			item, err := readItem(r, false)
+			if err != nil {
+				return "", err
+			}
+			sb.WriteString(item)
+			sb.WriteByte('\n')
+		}
+		return sb.String(), nil
 	}
 	return "", fmt.Errorf("unexpected reply type %q", line[0])
 }

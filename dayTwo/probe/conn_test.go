@@ -27,6 +27,8 @@ import (
 type server struct {
 	ip, password, dir string
 	cmd               *exec.Cmd
+	// extra are more redis-server arguments.
+	extra []string
 }
 
 func startServer(t *testing.T, ip, password string) *server {
@@ -47,6 +49,7 @@ func (s *server) start(t *testing.T) {
 	if s.password != "" {
 		args = append(args, "--requirepass", s.password)
 	}
+	args = append(args, s.extra...)
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
@@ -197,7 +200,11 @@ func TestReadReply(t *testing.T) {
 		{name: "integer", given: ":42\r\n", want: "42"},
 		{name: "error", given: "-NOAUTH Authentication required.\r\n", wantErr: "redis: NOAUTH Authentication required."},
 		{name: "nil bulk", given: "$-1\r\n", wantErr: "malformed bulk length"},
-		{name: "array", given: "*1\r\n$1\r\na\r\n", wantErr: "unexpected reply type"},
+		{name: "array", given: "*2\r\n$20\r\ncluster-node-timeout\r\n$4\r\n5000\r\n", want: "cluster-node-timeout\n5000\n"},
+		{name: "empty array", given: "*0\r\n", want: ""},
+		{name: "array too long", given: "*17\r\n", wantErr: "malformed array length"},
+		{name: "array of arrays", given: "*1\r\n*1\r\n$1\r\na\r\n", wantErr: "malformed array length"},
+		{name: "unknown type", given: "%1\r\n", wantErr: "unexpected reply type"},
 		{name: "no CRLF after the bulk", given: "$2\r\nabXY", wantErr: "not ended by CRLF"},
 		{name: "too long", given: "$99999999999\r\n", wantErr: "malformed bulk length"},
 		{name: "cut short", given: "$10\r\nabc", wantErr: "EOF"},

@@ -20,7 +20,8 @@ spec:
 
 // `kubectl cache plan` of a sharded cluster says what day-two does with
 // it, never a replication-mode plan: a new cluster is formed, a changed
-// layout is refused at admission, a change of what the pods run is held.
+// layout is refused at admission, a change of what the pods run restarts
+// every shard's replicas first, then each master after its switchover.
 func TestPredictShardedClusters(t *testing.T) {
 	dir := t.TempDir()
 	empty := writeFile(t, dir, "empty.yaml", "")
@@ -69,14 +70,39 @@ func TestPredictShardedClusters(t *testing.T) {
 			},
 		},
 		{
-			name: "a version bump is held, no replication-mode upgrade", base: base, head: strings.Replace(shardedCluster, `version: "7.0.15"`, `version: "8.0.1"
+			name: "a migration to valkey restarts the replicas first, then each shard's master after its switchover", base: base, head: strings.Replace(shardedCluster, `version: "7.0.15"`, `version: "8.0.1"
   engine: valkey`, 1),
 			check: func(g Gomega, p ClusterPlan) {
 				g.Expect(p.Operations).To(HaveLen(1))
-				g.Expect(p.Operations[0].Type).To(Equal("Held"))
-				g.Expect(p.Operations[0].Description).To(ContainSubstring("not rolled out yet"))
+				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
+				g.Expect(p.Operations[0].Description).To(ContainSubstring("no rollback after the switchover"))
+				g.Expect(p.Operations[0].Restarts).To(Equal([]string{"carts-5", "carts-3", "carts-1", "carts-0", "carts-2", "carts-4"}))
+				g.Expect(p.Operations[0].Switchovers).To(Equal([]string{"carts-0→carts-1", "carts-2→carts-3", "carts-4→carts-5"}))
+			},
+		},
+		{
+			name: "a live parameter is set on every node, nothing restarts", base: base, head: shardedCluster + "  config:\n    maxmemory-policy: allkeys-lru\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Reconfigure"))
 				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
-				g.Expect(p.Operations[0].Switchovers).To(BeEmpty())
+			},
+		},
+		{
+			name: "automatic failover turned off is set live on every node", base: base, head: shardedCluster + "  highAvailability:\n    autoFailover: false\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Reconfigure"))
+				g.Expect(p.Operations[0].Description).To(Equal("cluster-replica-no-failover no→yes (spec.highAvailability): applied live, no restart"))
+				g.Expect(p.Operations[0].Restarts).To(BeEmpty())
+			},
+		},
+		{
+			name: "a shorter probe timeout changes the pods' probes: they restart and read the new cluster-node-timeout", base: base, head: shardedCluster + "  highAvailability:\n    probeTimeoutSeconds: 2\n",
+			check: func(g Gomega, p ClusterPlan) {
+				g.Expect(p.Operations).To(HaveLen(1))
+				g.Expect(p.Operations[0].Type).To(Equal("Upgrade"))
+				g.Expect(p.Operations[0].Restarts).To(HaveLen(6))
 			},
 		},
 	}

@@ -34,13 +34,12 @@ func simulate(b, a *cachev1alpha1.CacheCluster, master string, templateChanged b
 			// the planner's reason.
 			ops = append(ops, PlannedOperation{Type: "Refused", Description: s.Reason})
 			cur = nil
-		case plan.ActionGracefulSwitchover:
+		case plan.ActionGracefulSwitchover, plan.ActionShardFailover:
+			// A replication master's FAILOVER TO, or a shard's CLUSTER
+			// FAILOVER on its replica.
 			if cur != nil {
 				cur.Switchovers = append(cur.Switchovers, s.Master+"→"+s.Pod)
 			}
-		case plan.ActionWait:
-			// A change day-two holds (a sharded cluster's).
-			ops = append(ops, PlannedOperation{Type: "Held", Description: s.Reason})
 		}
 	}
 	return ops, nil

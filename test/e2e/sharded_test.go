@@ -185,6 +185,7 @@ type shardWriter struct {
 
 	mu       sync.Mutex
 	acked    map[string]string
+	ackedAt  []time.Time
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -209,6 +210,7 @@ func (w *shardWriter) run() {
 		if w.write(ctx, key, val) {
 			w.mu.Lock()
 			w.acked[key] = val
+			w.ackedAt = append(w.ackedAt, time.Now())
 			w.mu.Unlock()
 			continue
 		}
@@ -246,6 +248,37 @@ func (w *shardWriter) Stop() {
 		<-w.done
 		_ = w.cc.Close()
 	})
+}
+
+// longestPause is the longest time without an acknowledged write in
+// [from, to], its end included: how long some client could not write.
+// Writes go to every shard, so a shard that stops confirming shows as the
+// time between the writes to it; the writer writes keys in order, so one
+// shard's stop is one pause of the writer.
+func (w *shardWriter) longestPause(from, to time.Time) time.Duration {
+	_, d := w.longestPauseAt(from, to)
+	return d
+}
+
+// longestPauseAt is longestPause and when the pause began.
+func (w *shardWriter) longestPauseAt(from, to time.Time) (time.Time, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	at, prev := from, from
+	for _, t := range w.ackedAt {
+		if t.Before(from) || t.After(to) {
+			continue
+		}
+		if t.Sub(prev) > longest {
+			at, longest = prev, t.Sub(prev)
+		}
+		prev = t
+	}
+	if to.Sub(prev) > longest {
+		at, longest = prev, to.Sub(prev)
+	}
+	return at, longest
 }
 
 func (w *shardWriter) ackedCount() int {
