@@ -55,7 +55,7 @@ unit: ## Unit and integration tests (integration runs the module-built kube-apis
 .PHONY: e2e
 e2e: tools ## End-to-end tests: the real manager binary against the process-backed cluster (needs root and redis-server).
 	@hack/install-deps.sh
-	@go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ > $(BIN)/e2e.log 2>&1 && rc=0 || rc=$$?; \
+	@go test -tags e2e -count=1 -timeout 50m -v ./test/e2e/ > $(BIN)/e2e.log 2>&1 && rc=0 || rc=$$?; \
 	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e:)' $(BIN)/e2e.log || true; \
 	if [ $$rc != 0 ]; then echo "e2e failed; the last 150 lines of $(BIN)/e2e.log:"; tail -n 150 $(BIN)/e2e.log; fi; exit $$rc
 

@@ -276,12 +276,15 @@ func TestShardedTLS(t *testing.T) {
 	g.Expect(plain.Ping(ctx).Err()).To(HaveOccurred(), "a plaintext connection must be refused")
 	_ = plain.Close()
 
-	g.Expect(env.KillContainer(ns, master, "redis")).To(Succeed())
+	// Frozen, not killed: a killed container is restarted by the kubelet
+	// sooner than cluster-node-timeout and stays its shard's master.
+	g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		now := getCC(g, cc)
 		g.Expect(now.Status.Shards).NotTo(BeEmpty())
 		g.Expect(now.Status.Shards[0].Master).NotTo(Equal(master))
 	}, limits.PodRestart, limits.Poll).Should(Succeed(), "shard 0's replica takes over")
+	g.Expect(env.Thaw(ns, master, "redis")).To(Succeed())
 	after := waitShardsServing(g, cc)
 	t.Logf("shard 0: %s → %s over the TLS bus", master, after.Status.Shards[0].Master)
 	reader := clusterClient(g, cc)
