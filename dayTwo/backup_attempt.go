@@ -277,13 +277,9 @@ func (r *Reconciler) stream(runCtx context.Context, cancel context.CancelCauseFu
 }
 
 func (att *attempt) metadata(res backup.Result, end time.Time) backup.Metadata {
-	cc := att.cluster
-	return backup.Metadata{
-		Cluster: cc.Name, Namespace: cc.Namespace, Backup: att.key.Name, SourcePod: att.pod,
-		RedisVersion: res.Header.RedisVersion, RDBVersion: res.Header.RDBVersion, ReplicationOffset: res.Header.ReplicationOffset,
-		DB: res.Header.DB, Keys: res.Header.Keys, ExpiringKeys: res.Header.ExpiringKeys,
-		Size: res.Size, Checksum: res.Checksum, StartTime: att.start.UTC(), EndTime: end.UTC(),
-	}
+	md := res.Metadata(att.pod, att.start, end)
+	md.Cluster, md.Namespace, md.Backup = att.cluster.Name, att.cluster.Namespace, att.key.Name
+	return md
 }
 
 // backupCompleted records a stored dump: the CacheBackup, the metrics, the

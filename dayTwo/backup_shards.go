@@ -203,27 +203,22 @@ func (r *Reconciler) streamShard(ctx context.Context, att *shardedAttempt, st *s
 		return err
 	}
 	st.res, st.end = res, r.now()
+	md := st.metadata()
 	shard := st.Shard
-	return att.store.PutMetadata(ctx, st.key, backup.Metadata{
-		Cluster: att.cluster.Name, Namespace: att.cluster.Namespace, Backup: att.key.Name, SourcePod: st.Pod,
-		RedisVersion: res.Header.RedisVersion, RDBVersion: res.Header.RDBVersion, ReplicationOffset: res.Header.ReplicationOffset,
-		DB: res.Header.DB, Keys: res.Header.Keys, ExpiringKeys: res.Header.ExpiringKeys,
-		Size: res.Size, Checksum: res.Checksum, StartTime: st.start.UTC(), EndTime: st.end.UTC(),
-		Shard: &shard, Slots: st.slots,
-	})
+	md.Cluster, md.Namespace, md.Backup, md.Shard, md.Slots = att.cluster.Name, att.cluster.Namespace, att.key.Name, &shard, st.slots
+	return att.store.PutMetadata(ctx, st.key, md)
+}
+
+// metadata is the stored dump's facts.
+func (st *shardStream) metadata() backup.Metadata {
+	return st.res.Metadata(st.Pod, st.start, st.end)
 }
 
 // manifest lists the stored shards, as the restore reads them.
 func (att *shardedAttempt) manifest(end time.Time) backup.Manifest {
 	m := backup.Manifest{Cluster: att.cluster.Name, Namespace: att.cluster.Namespace, Backup: att.key.Name, StartTime: att.start.UTC(), EndTime: end.UTC()}
 	for _, st := range att.streams {
-		h := st.res.Header
-		m.Shards = append(m.Shards, backup.ShardManifest{
-			Index: st.Shard, Slots: st.slots, File: backup.ShardFile(st.Shard), SourcePod: st.Pod,
-			RedisVersion: h.RedisVersion, RDBVersion: h.RDBVersion, ReplicationOffset: h.ReplicationOffset, DB: h.DB,
-			Keys: h.Keys, ExpiringKeys: h.ExpiringKeys, Size: st.res.Size, Checksum: st.res.Checksum,
-			StartTime: st.start.UTC(), EndTime: st.end.UTC(),
-		})
+		m.Shards = append(m.Shards, st.metadata().ShardEntry(st.Shard, st.slots))
 	}
 	return m
 }

@@ -64,6 +64,13 @@ type ShardManifest struct {
 	EndTime           time.Time `json:"endTime"`
 }
 
+// ShardEntry is the manifest's entry of a shard's dump whose metadata is md.
+func (md Metadata) ShardEntry(index int, slots []string) ShardManifest {
+	return ShardManifest{Index: index, Slots: slots, File: ShardFile(index), SourcePod: md.SourcePod,
+		RedisVersion: md.RedisVersion, RDBVersion: md.RDBVersion, ReplicationOffset: md.ReplicationOffset, DB: md.DB,
+		Keys: md.Keys, ExpiringKeys: md.ExpiringKeys, Size: md.Size, Checksum: md.Checksum, StartTime: md.StartTime, EndTime: md.EndTime}
+}
+
 // Check says what is wrong with a manifest read from a store: shards
 // numbered 0 to n-1 in order, each with a dump in the folder.
 func (m Manifest) Check() error {

@@ -47,6 +47,15 @@ type Result struct {
 	HeaderErr error
 }
 
+// Metadata is what a stored dump's metadata says of it: the facts of the
+// dump, taken from source between start and end. Who it belongs to
+// (Cluster, Namespace, Backup) and a shard's place are the caller's.
+func (r Result) Metadata(source string, start, end time.Time) Metadata {
+	h := r.Header
+	return Metadata{SourcePod: source, RedisVersion: h.RedisVersion, RDBVersion: h.RDBVersion, ReplicationOffset: h.ReplicationOffset,
+		DB: h.DB, Keys: h.Keys, ExpiringKeys: h.ExpiringKeys, Size: r.Size, Checksum: r.Checksum, StartTime: start.UTC(), EndTime: end.UTC()}
+}
+
 // headerBytes is how much of a dump's start is kept to read its header.
 const headerBytes = 1 << 20
 

@@ -266,13 +266,26 @@ func planRestart(s Snapshot, target cachev1alpha1.RolloutValues, rollingBack boo
 		if cand == "" {
 			return Action{Type: ActionWait, Reason: "no replica on the new template is in sync to take over"}
 		}
-		next := op.DeepCopy()
-		next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), master.Name, cand
-		if rollingBack {
-			next.Step = StepRollbackSwitchover
-		}
-		return Action{Type: ActionNextStep, Pod: cand, Master: master.Name, Operation: next, Reason: "switchover before the master restarts"}
+		return startSwitchover(s, master.Name, cand, rollingBack, "switchover before the master restarts")
 	}
+	return rolloutDone(op, rollingBack)
+}
+
+// startSwitchover is the operation's next step: the master role moves from
+// the master from to the in-sync replica to (a rollback's switchover when
+// rollingBack).
+func startSwitchover(s Snapshot, from, to string, rollingBack bool, reason string) Action {
+	next := s.Operation.DeepCopy()
+	next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), from, to
+	if rollingBack {
+		next.Step = StepRollbackSwitchover
+	}
+	return Action{Type: ActionNextStep, Pod: to, Master: from, Operation: next, Reason: reason}
+}
+
+// rolloutDone completes a rolling restart once every pod runs the approved
+// template; a rollback keeps the reason it was rolled back for.
+func rolloutDone(op *cachev1alpha1.OperationStatus, rollingBack bool) Action {
 	done := &cachev1alpha1.OperationStatus{}
 	if rollingBack {
 		done.Reason = op.Reason
@@ -365,9 +378,7 @@ func planScaling(s Snapshot) Action {
 			if cand == "" {
 				return Action{Type: ActionWait, Reason: fmt.Sprintf("scale-down: no replica below ordinal %d is in sync to take over from %s", want, master.Name)}
 			}
-			next := op.DeepCopy()
-			next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), master.Name, cand
-			return Action{Type: ActionNextStep, Pod: cand, Master: master.Name, Operation: next, Reason: fmt.Sprintf("scale-down: the master %s is on an ordinal that goes", master.Name)}
+			return startSwitchover(s, master.Name, cand, false, fmt.Sprintf("scale-down: the master %s is on an ordinal that goes", master.Name))
 		}
 		v := *s.Approved
 		v.Replicas = want

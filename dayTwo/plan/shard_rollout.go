@@ -221,18 +221,9 @@ func planShardRestart(v shardedView, target cachev1alpha1.RolloutValues, rolling
 		if cand == "" {
 			return Action{Type: ActionWait, Reason: fmt.Sprintf("no replica of shard %d on the new template is in sync to take over from %s", i, m.Name)}
 		}
-		next := op.DeepCopy()
-		next.Step, next.StepStartedAt, next.FromPod, next.ToPod = cachev1alpha1.StepSwitchover, timeRef(s.Now), m.Name, cand
-		if rollingBack {
-			next.Step = StepRollbackSwitchover
-		}
-		return Action{Type: ActionNextStep, Pod: cand, Master: m.Name, Operation: next, Reason: fmt.Sprintf("shard %d: switchover before its master restarts", i)}
+		return startSwitchover(s, m.Name, cand, rollingBack, fmt.Sprintf("shard %d: switchover before its master restarts", i))
 	}
-	done := &cachev1alpha1.OperationStatus{}
-	if rollingBack {
-		done.Reason = op.Reason
-	}
-	return Action{Type: ActionCompleteOperation, Operation: done, Reason: "every pod runs the approved template"}
+	return rolloutDone(op, rollingBack)
 }
 
 // planShardSwitchover hands a shard's slots from op.FromPod to op.ToPod

@@ -39,19 +39,26 @@ func Simulate(base, head *cachev1alpha1.CacheCluster, master string, templateCha
 		w.s.StatefulSet.UpdateRevision = fmt.Sprintf("r%d", w.rev)
 	}
 
-	var steps []Action
-	for i := 0; i < 500; i++ {
-		a := Next(w.s)
+	return play(nil, &w.s, w.apply, 500)
+}
+
+// play asks the planner for the next step of *s and applies it until
+// there is none, after at most limit steps; the steps are appended to
+// out. A Wait is a stall: in the model every step succeeds at once, so
+// nothing would end it.
+func play(out []Action, s *Snapshot, apply func(Action), limit int) ([]Action, error) {
+	for range limit {
+		a := Next(*s)
 		switch a.Type {
 		case ActionNone:
-			return steps, nil
+			return out, nil
 		case ActionWait:
-			return steps, fmt.Errorf("the simulation stalls: %s", a)
+			return out, fmt.Errorf("the simulation stalls: %s", a)
 		}
-		steps = append(steps, a)
-		w.apply(a)
+		out = append(out, a)
+		apply(a)
 	}
-	return steps, fmt.Errorf("the simulation did not converge in 500 steps")
+	return out, fmt.Errorf("the simulation did not converge in %d steps", limit)
 }
 
 // world is the simulated cluster.

@@ -27,18 +27,7 @@ func simulateSharded(base, head *cachev1alpha1.CacheCluster, approved cachev1alp
 		w.rev++
 		w.s.StatefulSet.UpdateRevision = fmt.Sprintf("r%d", w.rev)
 	}
-	for range 2000 {
-		a := Next(w.s)
-		switch a.Type {
-		case ActionNone:
-			return out, nil
-		case ActionWait:
-			return out, fmt.Errorf("the simulation stalls: %s", a)
-		}
-		out = append(out, a)
-		w.apply(a)
-	}
-	return out, fmt.Errorf("the simulation did not converge in 2000 steps")
+	return play(out, &w.s, w.apply, 2000)
 }
 
 // shardWorld is a simulated sharded cluster: every pod answers, every

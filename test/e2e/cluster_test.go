@@ -71,6 +71,38 @@ func redisAt(ip, pw string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: ip + ":6379", Password: pw, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 }
 
+// redisPIDs is the redis-server process ID of the pods prefix-0 …
+// prefix-(n-1), by pod name.
+func redisPIDs(g Gomega, ns, prefix string, n int) map[string]int {
+	pids := map[string]int{}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pid, err := env.PID(ns, name, "redis")
+		g.Expect(err).NotTo(HaveOccurred())
+		pids[name] = pid
+	}
+	return pids
+}
+
+// expectSameProcesses checks that every pod of pids still runs the
+// redis-server process it ran then (why says what that shows).
+func expectSameProcesses(g Gomega, ns string, pids map[string]int, why string) {
+	for name, pid := range pids {
+		now, err := env.PID(ns, name, "redis")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now).To(Equal(pid), "%s %s", name, why)
+	}
+}
+
+// configOf is one parameter as a pod's Redis reports it (CONFIG GET).
+func configOf(g Gomega, ns, name, pw, param string) string {
+	rc := redisAt(pod(g, ns, name).Status.PodIP, pw)
+	defer rc.Close()
+	v, err := rc.ConfigGet(context.Background(), param).Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	return v[param]
+}
+
 // pvOf is the volume bound to a pod's data claim.
 func pvOf(g Gomega, ns, podName string) *corev1.PersistentVolume {
 	pvc := &corev1.PersistentVolumeClaim{}

@@ -478,35 +478,18 @@ func TestConfigurationChanges(t *testing.T) {
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	waitReplicating(g, cc)
 	pw := password(g, ns, "basic")
-	pids := map[string]int{}
-	for i := 0; i < 3; i++ {
-		name := fmt.Sprintf("basic-%d", i)
-		pid, err := env.PID(ns, name, "redis")
-		g.Expect(err).NotTo(HaveOccurred())
-		pids[name] = pid
-	}
-	configOf := func(g Gomega, name, param string) string {
-		rc := redisAt(pod(g, ns, name).Status.PodIP, pw)
-		defer rc.Close()
-		v, err := rc.ConfigGet(ctx, param).Result()
-		g.Expect(err).NotTo(HaveOccurred())
-		return v[param]
-	}
+	pids := redisPIDs(g, ns, "basic", 3)
 
 	mergePatch(g, cc, `{"spec":{"config":{"maxmemory":"100mb","maxmemory-policy":"allkeys-lru"}}}`)
 	g.Eventually(func(g Gomega) {
 		for name := range pids {
-			g.Expect(configOf(g, name, "maxmemory")).To(Equal("104857600"), name)
-			g.Expect(configOf(g, name, "maxmemory-policy")).To(Equal("allkeys-lru"), name)
+			g.Expect(configOf(g, ns, name, pw, "maxmemory")).To(Equal("104857600"), name)
+			g.Expect(configOf(g, ns, name, pw, "maxmemory-policy")).To(Equal("allkeys-lru"), name)
 		}
 		got := waitRunning(g, cc)
 		g.Expect(got.Status.Operation).To(BeNil())
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
-	for name, pid := range pids {
-		now, err := env.PID(ns, name, "redis")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(now).To(Equal(pid), "%s kept its process", name)
-	}
+	expectSameProcesses(g, ns, pids, "kept its process")
 	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventConfigApplied]).NotTo(BeEmpty())
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic-config"}, cm)).To(Succeed())
@@ -524,15 +507,11 @@ func TestConfigurationChanges(t *testing.T) {
 		g.Expect(stalled.Message).To(ContainSubstring("percentage argument must be less or equal to 100"))
 		g.Expect(got.Status.Operation).To(BeNil())
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
-	for name, pid := range pids {
-		now, err := env.PID(ns, name, "redis")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(now).To(Equal(pid), "%s was not restarted for a value Redis refuses", name)
-	}
+	expectSameProcesses(g, ns, pids, "was not restarted for a value Redis refuses")
 	mergePatch(g, cc, `{"spec":{"config":{"maxmemory-clients":"10%"}}}`)
 	g.Eventually(func(g Gomega) {
 		for name := range pids {
-			g.Expect(configOf(g, name, "maxmemory-clients")).To(Equal("10%"), name)
+			g.Expect(configOf(g, ns, name, pw, "maxmemory-clients")).To(Equal("10%"), name)
 		}
 		got := waitRunning(g, cc)
 		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionStalled)).To(BeNil())
@@ -545,8 +524,8 @@ func TestConfigurationChanges(t *testing.T) {
 		got := waitReplicating(g, cc)
 		g.Expect(got.Status.Operation).To(BeNil())
 		for name := range pids {
-			g.Expect(configOf(g, name, "databases")).To(Equal("32"), name)
-			g.Expect(configOf(g, name, "maxmemory")).To(Equal("104857600"), name)
+			g.Expect(configOf(g, ns, name, pw, "databases")).To(Equal("32"), name)
+			g.Expect(configOf(g, ns, name, pw, "maxmemory")).To(Equal("104857600"), name)
 		}
 	}, 2*limits.ClusterReady, limits.Poll).Should(Succeed())
 	g.Expect(restartsInOrder(g, ns)).To(HaveLen(3))

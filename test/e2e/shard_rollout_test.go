@@ -278,38 +278,21 @@ func TestShardedConfigurationChangedLive(t *testing.T) {
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
 	waitShardsServing(g, cc)
 	pw := password(g, ns, cc.Name)
-	pids := map[string]int{}
-	for o := range 6 {
-		name := fmt.Sprintf("sharded-%d", o)
-		pid, err := env.PID(ns, name, "redis")
-		g.Expect(err).NotTo(HaveOccurred())
-		pids[name] = pid
-	}
-	configOf := func(g Gomega, name, param string) string {
-		rc := redisAt(pod(g, ns, name).Status.PodIP, pw)
-		defer rc.Close()
-		v, err := rc.ConfigGet(ctx, param).Result()
-		g.Expect(err).NotTo(HaveOccurred())
-		return v[param]
-	}
+	pids := redisPIDs(g, ns, "sharded", 6)
 	for name := range pids {
-		g.Expect(configOf(g, name, "cluster-replica-no-failover")).To(Equal("no"), name)
+		g.Expect(configOf(g, ns, name, pw, "cluster-replica-no-failover")).To(Equal("no"), name)
 	}
 
 	mergePatch(g, cc, `{"spec":{"highAvailability":{"autoFailover":false},"config":{"maxmemory-policy":"allkeys-lru"}}}`)
 	g.Eventually(func(g Gomega) {
 		for name := range pids {
-			g.Expect(configOf(g, name, "maxmemory-policy")).To(Equal("allkeys-lru"), name)
-			g.Expect(configOf(g, name, "cluster-replica-no-failover")).To(Equal("yes"), name)
+			g.Expect(configOf(g, ns, name, pw, "maxmemory-policy")).To(Equal("allkeys-lru"), name)
+			g.Expect(configOf(g, ns, name, pw, "cluster-replica-no-failover")).To(Equal("yes"), name)
 		}
 		got := waitRunning(g, cc)
 		g.Expect(got.Status.Operation).To(BeNil())
 	}, limits.ClusterReady, limits.Poll).Should(Succeed())
-	for name, pid := range pids {
-		now, err := env.PID(ns, name, "redis")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(now).To(Equal(pid), "%s kept its process", name)
-	}
+	expectSameProcesses(g, ns, pids, "kept its process")
 	g.Expect(restartsInOrder(g, ns)).To(BeEmpty())
 	applied := eventsByReason(g, ns)[cachev1alpha1.EventConfigApplied]
 	g.Expect(applied).NotTo(BeEmpty())
