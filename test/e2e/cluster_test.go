@@ -31,6 +31,19 @@ func newNamespace(t *testing.T, name string) string {
 	if err := k8s.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	// A passed test's clusters go with it: left running, the suite's
+	// earlier clusters (over a hundred redis-servers, each probed by the
+	// kubelet) loaded the machine to a load average of 43 and made the
+	// last tests several times slower. A failed test's namespace stays
+	// for the logs and the state the suite collects at its end.
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if err := k8s.Delete(context.Background(), ns, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("deleting namespace %s: %v", name, err)
+		}
+	})
 	return name
 }
 
