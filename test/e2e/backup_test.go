@@ -14,6 +14,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -312,6 +313,24 @@ const failoverPreload = 10000
 
 // preload writes n keys to the master and waits until both replicas
 // have them.
+// slowSave starts a background save on c that spends 100 ms on every key.
+// BGSAVE is refused while another child runs, and a replica that has just
+// loaded its master's data rewrites its append-only file: the save is
+// tried again until that child has ended. The delay is the save's own, so
+// it is set back at once.
+func slowSave(g Gomega, c *redis.Client) {
+	ctx := context.Background()
+	g.Eventually(func(g Gomega) {
+		info := c.Info(ctx, "persistence").Val()
+		g.Expect(info).To(ContainSubstring("aof_rewrite_in_progress:0"))
+		g.Expect(info).To(ContainSubstring("rdb_bgsave_in_progress:0"))
+		g.Expect(c.ConfigSet(ctx, "rdb-key-save-delay", "100000").Err()).To(Succeed())
+		err := c.BgSave(ctx).Err()
+		g.Expect(c.ConfigSet(ctx, "rdb-key-save-delay", "0").Err()).To(Succeed())
+		g.Expect(err).NotTo(HaveOccurred())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+}
+
 func preload(g Gomega, master, ns, pw string, n int) {
 	ctx := context.Background()
 	mc := redisAt(pod(g, ns, master).Status.PodIP, pw)
@@ -357,9 +376,7 @@ func TestABackupStalledOnABusySourceIsRetriedElsewhere(t *testing.T) {
 	// minutes; the delay is the save's own, so it is set back at once.
 	bc := redisAt(pod(g, ns, busy).Status.PodIP, pw)
 	defer bc.Close()
-	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "100000").Err()).To(Succeed())
-	g.Expect(bc.BgSave(ctx).Err()).To(Succeed())
-	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "0").Err()).To(Succeed())
+	slowSave(g, bc)
 	time.Sleep(2 * time.Second) // a few probes (every 250 ms) see it saving
 
 	// 1. The choice: the idle replica.

@@ -336,9 +336,7 @@ func TestShardedBackupStalledShardRetriesEveryShard(t *testing.T) {
 	bc := redisAt(pod(g, ns, busy).Status.PodIP, pw)
 	defer bc.Close()
 	g.Eventually(func() int64 { return bc.DBSize(ctx).Val() }, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 800))
-	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "100000").Err()).To(Succeed())
-	g.Expect(bc.BgSave(ctx).Err()).To(Succeed())
-	g.Expect(bc.ConfigSet(ctx, "rdb-key-save-delay", "0").Err()).To(Succeed())
+	slowSave(g, bc)
 	g.Expect(env.Freeze(ns, other, "redis")).To(Succeed())
 	thawed := false
 	defer func() {
