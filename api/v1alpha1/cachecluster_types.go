@@ -161,6 +161,17 @@ type CacheClusterSpec struct {
 	// +optional
 	TLS TLSSpec `json:"tls,omitempty"`
 
+	// Users are ACL users with their own passwords and rules, applied
+	// live on every pod. Once set, the default user is off: clients
+	// authenticate as one of these users, and the operator and the
+	// replicas as users of their own (docs/security.md). Adding the first
+	// user rolls the pods once; later changes restart nothing.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Users []UserSpec `json:"users,omitempty"`
+
 	// Backup configures the backup target and schedule.
 	// +optional
 	Backup BackupSpec `json:"backup,omitempty"`
@@ -612,6 +623,14 @@ type CacheClusterStatus struct {
 	// renewal time, changed only when it is issued or renewed.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Users are spec.users as last applied on every pod, with the hash
+	// prefixes of their passwords and, during a rotation, of the previous
+	// one and until when it is accepted.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Users []UserStatus `json:"users,omitempty"`
 
 	// RestoreFrom is the dump spec.restore resolved to, recorded once when
 	// the cluster is created so its pods always restore the same file.

@@ -47,6 +47,11 @@ const (
 	// with CONFIG SET once the pod sees the renewed files), False while
 	// some pod still serves an older one.
 	ConditionCertificateLoaded = "CertificateLoaded"
+	// ConditionUsersApplied is set with spec.users: True when every pod
+	// has every user with its current password (and, during a rotation,
+	// the previous one), False with a message naming what is missing (a
+	// user's Secret, a pod that refused ACL SETUSER).
+	ConditionUsersApplied = "UsersApplied"
 )
 
 // Condition reasons. Every condition carries one; they are CamelCase so tools
@@ -137,6 +142,14 @@ const (
 	// ReasonCertificateLoaded / ReasonCertificateNotLoaded: every pod
 	// serves the current certificate, or some pod does not yet.
 	ReasonCertificateLoaded    = "CertificateLoaded"
+	// ReasonUsersApplied: every pod has every user of spec.users.
+	ReasonUsersApplied = "UsersApplied"
+	// ReasonUserSecretMissing: a user's passwordSecret names a Secret or
+	// key that does not exist; that user is not created (or keeps the
+	// password it had).
+	ReasonUserSecretMissing = "UserSecretMissing"
+	// ReasonUsersNotApplied: a pod did not take the users yet.
+	ReasonUsersNotApplied = "UsersNotApplied"
 	ReasonCertificateNotLoaded = "CertificateNotLoaded"
 	// ReasonCertificateUnavailable: spec.tls names a cert-manager issuer
 	// and the certificate cannot be had: cert-manager is not installed,
@@ -218,6 +231,15 @@ const (
 	// EventCertificateLoaded: every pod serves the certificate of the
 	// Secret, after a reload.
 	EventCertificateLoaded = "CertificateLoaded"
+	// EventUsersApplied: the users of spec.users were applied on every
+	// pod (added, changed or removed), with no restart.
+	EventUsersApplied = "UsersApplied"
+	// EventPasswordRotated: a user's password changed in its Secret; the
+	// previous one is accepted until the time the Event names.
+	EventPasswordRotated = "PasswordRotated"
+	// EventPreviousPasswordExpired: a rotation's previous password was
+	// removed from every pod.
+	EventPreviousPasswordExpired = "PreviousPasswordExpired"
 )
 
 // Labels and annotations the operator puts on the objects it renders.
