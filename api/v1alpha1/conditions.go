@@ -141,7 +141,7 @@ const (
 	ReasonRestoreFailed = "RestoreFailed"
 	// ReasonCertificateLoaded / ReasonCertificateNotLoaded: every pod
 	// serves the current certificate, or some pod does not yet.
-	ReasonCertificateLoaded    = "CertificateLoaded"
+	ReasonCertificateLoaded = "CertificateLoaded"
 	// ReasonUsersApplied: every pod has every user of spec.users.
 	ReasonUsersApplied = "UsersApplied"
 	// ReasonUserSecretMissing: a user's passwordSecret names a Secret or
@@ -149,7 +149,7 @@ const (
 	// password it had).
 	ReasonUserSecretMissing = "UserSecretMissing"
 	// ReasonUsersNotApplied: a pod did not take the users yet.
-	ReasonUsersNotApplied = "UsersNotApplied"
+	ReasonUsersNotApplied      = "UsersNotApplied"
 	ReasonCertificateNotLoaded = "CertificateNotLoaded"
 	// ReasonCertificateUnavailable: spec.tls names a cert-manager issuer
 	// and the certificate cannot be had: cert-manager is not installed,
