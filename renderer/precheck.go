@@ -139,6 +139,9 @@ const (
 const (
 	SeedTLSCAFileEnv     = "REDIS_TLS_CA_FILE"
 	SeedTLSServerNameEnv = "REDIS_TLS_SERVER_NAME"
+	// SeedUsernameEnv names the user the seed authenticates as in a
+	// cluster with spec.users (the operator's).
+	SeedUsernameEnv = "REDIS_USERNAME"
 )
 
 // addSeed adds the seed init container to the pre-check pod: it runs as the
@@ -159,6 +162,9 @@ func addSeed(cc *cachev1alpha1.CacheCluster, spec *corev1.PodSpec, seedFrom stri
 		return fmt.Errorf("the redis container mounts no /data")
 	}
 	env := []corev1.EnvVar{*password.DeepCopy()}
+	if UsersEnabled(cc) {
+		env = append(env, corev1.EnvVar{Name: SeedUsernameEnv, Value: cachev1alpha1.OperatorUser})
+	}
 	mounts := []corev1.VolumeMount{
 		{Name: data.Name, MountPath: "/data"},
 		{Name: seedReportVolume, MountPath: "/var/run/cacheops-seed"},

@@ -322,6 +322,7 @@ func Values(cc *cachev1alpha1.CacheCluster) (map[string]any, error) {
 		"sharded":             shardedValues(cc, probeTimeout),
 		"scheduling":          map[string]any{"spread": string(spreadOf(cc))},
 		"tls":                 tls,
+		"users":               usersValues(cc),
 	}, nil
 }
 

@@ -132,6 +132,13 @@ func cacheClusterGenerator(seed uint64) *schemagen.Generator {
 	g.ValuesChance["spec.tls.issuerRef.kind"] = 0.9
 	g.Values["spec.tls.issuerRef.group"] = []any{"cert-manager.io", "cert-manager.io", "awspca.cert-manager.io"}
 	g.ValuesChance["spec.tls.issuerRef.group"] = 0.9
+	// Users: rules and rotation windows a person writes, some refused
+	// (a password in the rules, a negative window).
+	g.Chance["spec.users"] = 0.04
+	g.Values["spec.users.previousPasswordValidFor"] = []any{"24h", "20s", "0s", "1h30m", "-1h", "720h", "3000h"}
+	g.ValuesChance["spec.users.previousPasswordValidFor"] = 0.95
+	g.Values["spec.users.rules"] = []any{"~app:* +@read +@write -@dangerous", "~* +@read", "", "+@all", "~app:* >secret", "on +get", "(~x +get) &ch"}
+	g.ValuesChance["spec.users.rules"] = 0.9
 	configValues(g)
 	for _, p := range []string{"spec.resources.limits", "spec.resources.requests"} {
 		g.Keys[p] = []string{"cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "example.com/gpu", "memory"}
