@@ -103,6 +103,12 @@ type Reconciler struct {
 	served map[types.NamespacedName]map[string]plan.ServedCert
 	// manifests: the sharded backups restoring clusters read.
 	manifests manifests
+	// usersOnPods: the users last applied on each pod of a cluster with
+	// spec.users (users.go).
+	usersOnPods map[types.NamespacedName]map[string]appliedUsers
+	// userPasswords: passwords read from spec.users' Secrets, by
+	// namespace and "secret/key" (users.go).
+	userPasswords map[types.NamespacedName]cachedPassword
 }
 
 // Reconcile takes one step towards a healthy replication topology:
@@ -131,6 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		{"wait for our writes", r.awaitExpectations},
 		{"read the access", r.readAccess},
 		{"probe", r.observePods},
+		{"apply users", r.applyUsers},
 		{"observe the workload", r.observeWorkload},
 		{"observe backups", r.observeBackups},
 		{"observe the restore", r.observeRestore},
@@ -207,6 +214,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.verifyErrorsSince, key)
 	delete(r.clientTLS, key)
 	delete(r.served, key)
+	delete(r.usersOnPods, key)
 	r.mu.Unlock()
 }
 

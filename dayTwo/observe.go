@@ -44,6 +44,11 @@ func (r *Reconciler) readAccess(ctx context.Context, s *scope) error {
 		return nil
 	}
 	s.access = access.Config{Password: pw}
+	if renderer.UsersEnabled(s.cc) {
+		// The default user is off: the operator is a user of its own,
+		// with the cluster's password and only the commands it sends.
+		s.access.Username = cachev1alpha1.OperatorUser
+	}
 	if renderer.TLSEnabled(s.cc) {
 		cfg, leaf, err := r.certificateOf(ctx, s.cc)
 		if err != nil {

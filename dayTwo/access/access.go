@@ -34,16 +34,18 @@ type Config struct {
 // server certificate must carry.
 const (
 	PasswordEnv      = "REDIS_PASSWORD"
+	UsernameEnv      = "REDIS_USERNAME"
 	TLSCAFileEnv     = "REDIS_TLS_CA_FILE"
 	TLSServerNameEnv = "REDIS_TLS_SERVER_NAME"
 )
 
 // FromEnv is the Config of a container the operator starts beside a
-// cluster: the password from $REDIS_PASSWORD, and TLS checked against
+// cluster: the user from $REDIS_USERNAME (the default user when unset),
+// the password from $REDIS_PASSWORD, and TLS checked against
 // the CAs in $REDIS_TLS_CA_FILE for the name $REDIS_TLS_SERVER_NAME when
 // that file is named.
 func FromEnv() (Config, error) {
-	c := Config{Password: os.Getenv(PasswordEnv)}
+	c := Config{Username: os.Getenv(UsernameEnv), Password: os.Getenv(PasswordEnv)}
 	file := os.Getenv(TLSCAFileEnv)
 	if file == "" {
 		return c, nil

@@ -96,9 +96,14 @@ func planRecreate(s Snapshot, master PodState) Action {
 // with the clock alone, nothing else changing; zero if none. The
 // controller is woken when pods and their answers change, not when time
 // passes: a pod that stays not Ready is recreated once RecreateAfter has
-// passed (planRecreate), and is looked at again then.
+// passed (planRecreate), and is looked at again then; a password rotation
+// of spec.users ends at UsersRecheckAt.
 func RecheckAt(s Snapshot) time.Time {
 	var at time.Time
+	if t := s.UsersRecheckAt; t.After(s.Now) {
+		// A rotation window ends: its previous password is removed then.
+		at = t.Add(time.Millisecond)
+	}
 	if s.RecreateAfter <= 0 || (s.Operation != nil && s.Operation.Type == cachev1alpha1.OperationUpgrade) {
 		return at
 	}

@@ -111,6 +111,11 @@ type Snapshot struct {
 
 	// TLS is the certificate of a cluster with spec.tls; nil without.
 	TLS *TLSState
+
+	// UsersRecheckAt is when the soonest password rotation of spec.users
+	// ends: the previous password must be removed then. Zero when none
+	// runs.
+	UsersRecheckAt time.Time
 }
 
 // StatefulSetState is what the planner needs of the StatefulSet.
