@@ -26,6 +26,12 @@ import (
 // it) and remembers only confirmed writes. Verify reads them back.
 type workload struct {
 	ns, cluster, password string
+	// username, when set, is the ACL user the writer authenticates as (a
+	// cluster with spec.users); password is then that user's.
+	username string
+	// reconnect, set under mu, makes the writer open a new connection
+	// (with the password as it is then) before its next write.
+	reconnect bool
 	// tls, when set, is the client side of TLS (a cluster with spec.tls).
 	tls *tls.Config
 
@@ -131,8 +137,16 @@ func (w *workload) run() {
 			}
 			addr = ep
 		}
+		w.mu.Lock()
+		pw, again := w.password, w.reconnect
+		w.reconnect = false
+		w.mu.Unlock()
+		if again && rc != nil {
+			_ = rc.Close()
+			rc = nil
+		}
 		if rc == nil {
-			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Password: w.password, TLSConfig: w.tls, DialTimeout: 300 * time.Millisecond,
+			rc = redis.NewClient(&redis.Options{Addr: addr + ":6379", Username: w.username, Password: pw, TLSConfig: w.tls, DialTimeout: 300 * time.Millisecond,
 				ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
 		}
 		key, val := fmt.Sprintf("w:%06d", i), fmt.Sprintf("v%d-%d", i, time.Now().UnixNano())
@@ -186,7 +200,10 @@ func (w *workload) Verify(g Gomega) (checked int, lost []string) {
 		ep, err = w.masterEndpoint(ctx)
 		return err
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	rc := redisAtTLS(ep, w.password, w.tls)
+	w.mu.Lock()
+	pw := w.password
+	w.mu.Unlock()
+	rc := redis.NewClient(&redis.Options{Addr: ep + ":6379", Username: w.username, Password: pw, TLSConfig: w.tls, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 	defer rc.Close()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -317,7 +334,7 @@ func waitReplicating(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.Ca
 		}
 		g.Expect(masters).To(Equal(1))
 		master := pod(g, cc.Namespace, got.Status.CurrentMaster)
-		rc := redisAtTLS(master.Status.PodIP, password(g, cc.Namespace, cc.Name), clusterTLS(g, got))
+		rc := operatorAt(g, got, master.Status.PodIP)
 		defer rc.Close()
 		info, err := rc.Info(context.Background(), "replication").Result()
 		g.Expect(err).NotTo(HaveOccurred())

@@ -1,0 +1,325 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// operatorAt is a connection to a pod as the operator makes it: as
+// cacheops-operator in a cluster with spec.users (the default user is
+// off there), as the default user otherwise; over TLS with spec.tls.
+func operatorAt(g Gomega, cc *cachev1alpha1.CacheCluster, ip string) *redis.Client {
+	o := &redis.Options{Addr: ip + ":6379", Password: password(g, cc.Namespace, cc.Name), TLSConfig: clusterTLS(g, cc),
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1}
+	if len(cc.Spec.Users) > 0 {
+		o.Username = cachev1alpha1.OperatorUser
+	}
+	return redis.NewClient(o)
+}
+
+// userAt is a client authenticated as an ACL user.
+func userAt(ip, user, pw string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: ip + ":6379", Username: user, Password: pw, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+}
+
+// auth sends AUTH user password on a new connection that authenticated
+// as nobody, as a client checking a password does: PING would pass
+// without AUTH (it is in @connection), AUTH says whether the password
+// is accepted.
+func auth(ip, user, pw string) error {
+	c := redis.NewClient(&redis.Options{Addr: ip + ":6379", DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1, PoolSize: 1})
+	defer c.Close()
+	return c.Do(context.Background(), "AUTH", user, pw).Err()
+}
+
+// userSecret creates or updates a user's password Secret.
+func userSecret(g Gomega, ns, name, pw string) {
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"password": pw}}
+	err := k8s.Create(ctx, s)
+	if err == nil {
+		return
+	}
+	cur := &corev1.Secret{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(s), cur)).To(Succeed())
+	cur.Data = map[string][]byte{"password": []byte(pw)}
+	g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+}
+
+// podIPs are the addresses of the pods prefix-0 … prefix-(n-1).
+func podIPs(g Gomega, ns, prefix string, n int) map[string]string {
+	out := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		out[name] = pod(g, ns, name).Status.PodIP
+	}
+	return out
+}
+
+// expectRefused checks that err is Redis refusing a command for want
+// (NOPERM, WRONGPASS, NOAUTH).
+func expectRefused(g Gomega, err error, want, what string) {
+	g.Expect(err).To(HaveOccurred(), what)
+	g.Expect(err.Error()).To(ContainSubstring(want), what)
+}
+
+// examples/users: two users with their own rules. Each can do what its
+// rules allow and is refused the rest on every pod; the default user is
+// refused. A user added later is applied on every pod without a restart
+// (same processes). A deleted pod comes back with every user (the ACL file
+// in Secret shop-users). The master is killed under the WAIT-confirmed
+// writer authenticated as that later user: the replicas follow the new
+// master as cacheops-replication and no acknowledged write is lost.
+func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-users")
+	userSecret(g, ns, "app-writer", "writer-pw-1")
+	userSecret(g, ns, "app-reader", "reader-pw-1")
+	cc := loadExample(t, "users", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	start := time.Now()
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	applied := waitCondition(g, ns, "shop", cachev1alpha1.ConditionUsersApplied, metav1.ConditionTrue)
+	t.Logf("replicating with users in %s: %s", time.Since(start).Round(time.Second), applied.Message)
+	g.Expect(before.Status.Users).To(HaveLen(2))
+	for _, u := range before.Status.Users {
+		g.Expect(u.PasswordHash).To(HaveLen(12), u.Name)
+		g.Expect(u.PreviousValidUntil).To(BeNil(), u.Name)
+	}
+	// Only hashes in what the operator wrote.
+	sec := &corev1.Secret{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-users"}, sec)).To(Succeed())
+	file := string(sec.Data["users.acl"])
+	g.Expect(file).To(ContainSubstring("user default off"))
+	g.Expect(file).NotTo(ContainSubstring("writer-pw-1"))
+	g.Expect(file).NotTo(ContainSubstring(password(g, ns, "shop")))
+
+	ips := podIPs(g, ns, "shop", 3)
+	masterIP := ips[before.Status.CurrentMaster]
+	pids := redisPIDs(g, ns, "shop", 3)
+
+	w := userAt(masterIP, "writer", "writer-pw-1")
+	defer w.Close()
+	g.Expect(w.Set(ctx, "app:1", "one", 0).Err()).To(Succeed())
+	g.Expect(w.Get(ctx, "app:1").Val()).To(Equal("one"))
+	expectRefused(g, w.Set(ctx, "other:1", "x", 0).Err(), "NOPERM", "writer: a key outside ~app:*")
+	expectRefused(g, w.FlushAll(ctx).Err(), "NOPERM", "writer: -@dangerous")
+	g.Expect(operatorAt(g, before, masterIP).Wait(ctx, 2, 5000).Val()).To(BeEquivalentTo(2))
+	for name, ip := range ips {
+		r := userAt(ip, "reader", "reader-pw-1")
+		g.Expect(r.Get(ctx, "app:1").Val()).To(Equal("one"), "reader on %s", name)
+		expectRefused(g, r.Set(ctx, "app:2", "x", 0).Err(), "NOPERM", "reader: SET on "+name)
+		expectRefused(g, r.Get(ctx, "other:1").Err(), "NOPERM", "reader: a key outside ~app:* on "+name)
+		_ = r.Close()
+		// The default user is off: its password (the cluster's) and no
+		// user at all are refused.
+		expectRefused(g, auth(ip, "default", password(g, ns, "shop")), "WRONGPASS", "default user on "+name)
+		expectRefused(g, redisAt(ip, password(g, ns, "shop")).Ping(ctx).Err(), "WRONGPASS", "AUTH <password> on "+name)
+		anon := redis.NewClient(&redis.Options{Addr: ip + ":6379", MaxRetries: -1})
+		expectRefused(g, anon.Get(ctx, "app:1").Err(), "NOAUTH", "no user on "+name)
+		_ = anon.Close()
+		// Nor does a user's password open the operator's user.
+		expectRefused(g, auth(ip, cachev1alpha1.OperatorUser, "writer-pw-1"), "WRONGPASS", "operator user with another password")
+	}
+	// The replication user runs only what a replica needs.
+	repl := userAt(masterIP, cachev1alpha1.ReplicationUser, password(g, ns, "shop"))
+	expectRefused(g, repl.Get(ctx, "app:1").Err(), "NOPERM", "replication user: GET")
+	expectRefused(g, repl.ConfigGet(ctx, "maxmemory").Err(), "NOPERM", "replication user: CONFIG")
+	_ = repl.Close()
+
+	// A user added later: applied live, on every pod, no restart.
+	userSecret(g, ns, "app-loader", "loader-pw-1")
+	cur := &cachev1alpha1.CacheCluster{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), cur)).To(Succeed())
+	cur.Spec.Users = append(cur.Spec.Users, cachev1alpha1.UserSpec{
+		Name: "loader", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app-loader"}, Rules: "~w:* +@read +@write +wait -@dangerous",
+	})
+	added := time.Now()
+	g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+	for name, ip := range ips {
+		g.Eventually(func() error { return auth(ip, "loader", "loader-pw-1") }, limits.PodRestart, limits.Poll).Should(Succeed(), "loader on %s", name)
+	}
+	t.Logf("a user added to spec.users authenticated on every pod %s after the update", time.Since(added).Round(100*time.Millisecond))
+	expectSameProcesses(g, ns, pids, "kept its process while a user was added")
+	g.Eventually(func(g Gomega) {
+		got := &cachev1alpha1.CacheCluster{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), got)).To(Succeed())
+		g.Expect(got.Status.Users).To(HaveLen(3))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventUsersApplied]).NotTo(BeEmpty())
+
+	// A replica deleted: its new process reads the ACL file.
+	var replica string
+	for name := range ips {
+		if name != before.Status.CurrentMaster {
+			replica = name
+			break
+		}
+	}
+	g.Expect(k8s.Delete(ctx, pod(g, ns, replica))).To(Succeed())
+	g.Eventually(func() error {
+		p := pod(g, ns, replica)
+		if p.Status.PodIP == "" || !podReady(p) {
+			return fmt.Errorf("%s not ready", replica)
+		}
+		pid, err := env.PID(ns, replica, "redis")
+		if err != nil || pid == pids[replica] {
+			return fmt.Errorf("%s not restarted", replica)
+		}
+		return auth(p.Status.PodIP, "loader", "loader-pw-1")
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	after := waitReplicating(g, cc)
+	rip := pod(g, ns, replica).Status.PodIP
+	r := userAt(rip, "reader", "reader-pw-1")
+	g.Expect(r.Get(ctx, "app:1").Val()).To(Equal("one"), "the recreated replica has the data and the reader")
+	_ = r.Close()
+	expectRefused(g, auth(rip, "default", password(g, ns, "shop")), "WRONGPASS", "default user on the recreated pod")
+	t.Logf("%s recreated: users from the ACL file, replicating from %s as %s", replica, after.Status.CurrentMaster, cachev1alpha1.ReplicationUser)
+
+	// The master killed under the writer (as loader).
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	wl := &workload{ns: ns, cluster: "shop", username: "loader", password: "loader-pw-1", waitMs: 500, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go wl.run()
+	g.Eventually(wl.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+	old := after.Status.CurrentMaster
+	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
+	killed := time.Now()
+	n := wl.ackedCount()
+	g.Eventually(wl.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+50), "writes resume after the kill")
+	t.Logf("writes resumed %s after the master was killed", time.Since(killed).Round(100*time.Millisecond))
+	final := waitReplicating(g, cc)
+	g.Expect(final.Status.CurrentMaster).NotTo(Equal(old), "the killed master was replaced")
+	t.Logf("master %s → %s with users", old, final.Status.CurrentMaster)
+	wl.finish(t, g, masters)
+	wl.mu.Lock()
+	t.Logf("writer errors: %v", wl.errs)
+	for e := range wl.errs {
+		g.Expect(e).NotTo(Or(ContainSubstring("NOPERM"), ContainSubstring("WRONGPASS"), ContainSubstring("NOAUTH")), "the writer's user was refused")
+	}
+	wl.mu.Unlock()
+	// The killed master came back as a replica, with the users.
+	oldIP := pod(g, ns, old).Status.PodIP
+	g.Expect(auth(oldIP, "reader", "reader-pw-1")).To(Succeed())
+	expectRefused(g, auth(oldIP, "default", password(g, ns, "shop")), "WRONGPASS", "default user on the restarted master")
+}
+
+// A user's password rotated under the writer, with a 20 s window: once
+// the new password is accepted the old one still is, until the window
+// ends; then only the new one. The writer switches to the new password
+// within the window and sees no authentication error; no pod restarts and
+// no acknowledged write is lost.
+func TestUserPasswordRotationUnderLoad(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-users-rotate")
+	userSecret(g, ns, "app-writer", "writer-pw-1")
+	userSecret(g, ns, "app-reader", "reader-pw-1")
+	userSecret(g, ns, "app-loader", "loader-old")
+	cc := loadExample(t, "users", ns)
+	cc.Name = "rotate"
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	window := 20 * time.Second
+	cc.Spec.Users = append(cc.Spec.Users, cachev1alpha1.UserSpec{
+		Name: "loader", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app-loader"}, Rules: "~w:* +@read +@write +wait -@dangerous",
+		PreviousPasswordValidFor: &metav1.Duration{Duration: window},
+	})
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	waitCondition(g, ns, "rotate", cachev1alpha1.ConditionUsersApplied, metav1.ConditionTrue)
+	ips := podIPs(g, ns, "rotate", 3)
+	pids := redisPIDs(g, ns, "rotate", 3)
+	masterIP := ips[before.Status.CurrentMaster]
+
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+	wl := &workload{ns: ns, cluster: "rotate", username: "loader", password: "loader-old", waitMs: 500, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go wl.run()
+	g.Eventually(wl.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50))
+
+	// The password changes in the Secret.
+	userSecret(g, ns, "app-loader", "loader-new")
+	changed := time.Now()
+	for name, ip := range ips {
+		g.Eventually(func() error { return auth(ip, "loader", "loader-new") }, limits.PodRestart, 200*time.Millisecond).Should(Succeed(), "new password on %s", name)
+	}
+	accepted := time.Now()
+	t.Logf("new password accepted on every pod %s after the Secret changed", accepted.Sub(changed).Round(100*time.Millisecond))
+	// Both passwords now, on every pod.
+	for name, ip := range ips {
+		g.Expect(auth(ip, "loader", "loader-old")).To(Succeed(), "old password still accepted on %s within the window", name)
+	}
+	got := &cachev1alpha1.CacheCluster{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), got)).To(Succeed())
+		var loader *cachev1alpha1.UserStatus
+		for i := range got.Status.Users {
+			if got.Status.Users[i].Name == "loader" {
+				loader = &got.Status.Users[i]
+			}
+		}
+		g.Expect(loader).NotTo(BeNil())
+		g.Expect(loader.PreviousValidUntil).NotTo(BeNil())
+		g.Expect(loader.PreviousPasswordHash).To(HaveLen(12))
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	t.Logf("status: %+v", got.Status.Users)
+
+	// The writer switches within the window, without a failed write.
+	failuresBefore := func() int { wl.mu.Lock(); defer wl.mu.Unlock(); return wl.failures }()
+	wl.mu.Lock()
+	wl.password, wl.reconnect = "loader-new", true
+	wl.mu.Unlock()
+	n := wl.ackedCount()
+	g.Eventually(wl.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", n+50), "writes go on with the new password")
+	g.Expect(auth(masterIP, "loader", "loader-old")).To(Succeed(), "the switch happened within the window")
+
+	// After the window: the old password is refused everywhere.
+	for name, ip := range ips {
+		g.Eventually(func() error { return auth(ip, "loader", "loader-old") }, window+time.Minute, 200*time.Millisecond).
+			Should(MatchError(ContainSubstring("WRONGPASS")), "old password refused on %s after the window", name)
+	}
+	refused := time.Now()
+	t.Logf("old password refused everywhere %s after the new one was accepted (window %s)", refused.Sub(accepted).Round(100*time.Millisecond), window)
+	g.Expect(refused.Sub(changed)).To(BeNumerically(">=", window-2*time.Second), "not before the window ended")
+	for name, ip := range ips {
+		g.Expect(auth(ip, "loader", "loader-new")).To(Succeed(), "new password on %s", name)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), got)).To(Succeed())
+		for _, u := range got.Status.Users {
+			g.Expect(u.PreviousValidUntil).To(BeNil(), u.Name)
+		}
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+	reasons := eventsByReason(g, ns)
+	g.Expect(reasons[cachev1alpha1.EventPasswordRotated]).NotTo(BeEmpty())
+	g.Expect(reasons[cachev1alpha1.EventPreviousPasswordExpired]).NotTo(BeEmpty())
+
+	checked := wl.finish(t, g, masters)
+	wl.mu.Lock()
+	failuresAfter := wl.failures
+	var authErrs []string
+	for e := range wl.errs {
+		if strings.Contains(e, "WRONGPASS") || strings.Contains(e, "NOAUTH") || strings.Contains(e, "NOPERM") {
+			authErrs = append(authErrs, e)
+		}
+	}
+	t.Logf("writer: %d acknowledged writes checked, %d failed writes in all (%d before the switch), errors %v", checked, failuresAfter, failuresBefore, wl.errs)
+	wl.mu.Unlock()
+	g.Expect(authErrs).To(BeEmpty(), "the writer saw an authentication error")
+	expectSameProcesses(g, ns, pids, "kept its process through the rotation")
+}
