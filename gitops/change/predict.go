@@ -3,6 +3,7 @@ package change
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -193,7 +194,56 @@ func changed(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, erro
 	if op := shardedBackups(b, a); op != nil {
 		p.Operations = append(p.Operations, *op)
 	}
+	if op := usersChange(b, a); op != nil {
+		p.Operations = append(p.Operations, *op)
+	}
 	return p, nil
+}
+
+// usersChange describes a change of spec.users: applied live on every
+// pod by day-two (ACL SETUSER), with no restart.
+func usersChange(b, a *cachev1alpha1.CacheCluster) *PlannedOperation {
+	if equality.Semantic.DeepEqual(b.Spec.Users, a.Spec.Users) {
+		return nil
+	}
+	var msg string
+	switch {
+	case len(b.Spec.Users) == 0:
+		msg = fmt.Sprintf("%d users applied live on every pod (ACL SETUSER), no restart; the default user is switched off on each pod that loads the ACL file (Secret %s-users) at start, and clients must then authenticate as a user", len(a.Spec.Users), a.Name)
+	case len(a.Spec.Users) == 0:
+		msg = "users removed live on every pod, no restart: the default user is on again with the cluster's password"
+	default:
+		var added, removed, changed []string
+		before := map[string]cachev1alpha1.UserSpec{}
+		for _, u := range b.Spec.Users {
+			before[u.Name] = u
+		}
+		for _, u := range a.Spec.Users {
+			old, ok := before[u.Name]
+			switch {
+			case !ok:
+				added = append(added, u.Name)
+			case !equality.Semantic.DeepEqual(old, u):
+				changed = append(changed, u.Name)
+			}
+			delete(before, u.Name)
+		}
+		for name := range before {
+			removed = append(removed, name)
+		}
+		sort.Strings(removed)
+		var parts []string
+		for _, x := range []struct {
+			what  string
+			names []string
+		}{{"added", added}, {"changed", changed}, {"removed", removed}} {
+			if len(x.names) > 0 {
+				parts = append(parts, x.what+" "+strings.Join(x.names, ", "))
+			}
+		}
+		msg = "users " + strings.Join(parts, "; ") + ": applied live on every pod (ACL SETUSER), no restart"
+	}
+	return &PlannedOperation{Type: "ApplyUsers", Description: msg}
 }
 
 // rejected lists the first change to an immutable field, which the API
