@@ -96,6 +96,7 @@ func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
 	before := waitReplicating(g, cc)
 	applied := waitCondition(g, ns, "shop", cachev1alpha1.ConditionUsersApplied, metav1.ConditionTrue)
 	t.Logf("replicating with users in %s: %s", time.Since(start).Round(time.Second), applied.Message)
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), before)).To(Succeed())
 	g.Expect(before.Status.Users).To(HaveLen(2))
 	for _, u := range before.Status.Users {
 		g.Expect(u.PasswordHash).To(HaveLen(12), u.Name)
