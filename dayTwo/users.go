@@ -77,7 +77,13 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 				"User %s: the previous password's window ended; only the new one is accepted", c.User)
 		}
 	}
-	s.snap.UsersRecheckAt = nextRotationEnd(states, now)
+	// Look again when a rotation window ends, and soon in any case: the
+	// users' Secrets are not watched (they are not in the label-filtered
+	// cache), so a changed password is seen at the next look.
+	s.snap.UsersRecheckAt = now.Add(userSecretPoll)
+	if end := nextRotationEnd(states, now); !end.IsZero() && end.Before(s.snap.UsersRecheckAt) {
+		s.snap.UsersRecheckAt = end
+	}
 
 	digest := usersDigest(file)
 	var notApplied []string
@@ -356,6 +362,10 @@ func (r *Reconciler) userPassword(ctx context.Context, ns string, ref cachev1alp
 	r.mu.Unlock()
 	return pw, nil
 }
+
+// userSecretPoll is how often a cluster with users is looked at for a
+// changed password in a user's Secret.
+const userSecretPoll = 10 * time.Second
 
 // userPasswordTTL bounds how long a password changed in a user's Secret
 // goes unnoticed once a reconcile runs.

@@ -112,9 +112,10 @@ type Snapshot struct {
 	// TLS is the certificate of a cluster with spec.tls; nil without.
 	TLS *TLSState
 
-	// UsersRecheckAt is when the soonest password rotation of spec.users
-	// ends: the previous password must be removed then. Zero when none
-	// runs.
+	// UsersRecheckAt is when spec.users must be looked at again: the
+	// soonest end of a password rotation (the previous password is
+	// removed then), or the next look for a changed password in a user's
+	// Secret. Zero without users.
 	UsersRecheckAt time.Time
 }
 

@@ -1,0 +1,144 @@
+package daytwo_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+)
+
+// passwordHash is how Redis stores a password: SHA-256 in hex.
+func passwordHash(pw string) string {
+	sum := sha256.Sum256([]byte(pw))
+	return hex.EncodeToString(sum[:])
+}
+
+// authOn sends AUTH user password on a fresh connection to ip.
+func authOn(ip, user, pw string) error {
+	c := redis.NewClient(&redis.Options{Addr: ip + ":6379", MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	return c.Do(context.Background(), "AUTH", user, pw).Err()
+}
+
+// spec.users on pods that started before it (no ACL file: the transition
+// of a running cluster): the users are applied live on every pod, the
+// operator switches to its own user, masteruser is set; a rotation keeps
+// both passwords for the window and drops the old one at its end (day-two
+// requeues itself for it); a missing Secret is reported; removing the
+// users deletes them and Secret <name>-users.
+func TestIntegrationUsersLiveAndRotation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	window := 3 * time.Second
+	appSecret := func(ns, pw string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Data: map[string][]byte{"password": []byte(pw)}}
+		if err := k8s.Create(ctx, s); apierrors.IsAlreadyExists(err) {
+			must(t, k8s.Update(ctx, s))
+		} else {
+			must(t, err)
+		}
+	}
+	c := newCluster(t, clusterOpts{subnet: 41, pods: 3,
+		beforeCreate: func(c *cluster) { appSecret(c.ns, "one") },
+		spec: func(s *cachev1alpha1.CacheClusterSpec) {
+			s.Users = []cachev1alpha1.UserSpec{{Name: "app", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app", Key: "password"},
+				Rules: "~app:* +@read +@write", PreviousPasswordValidFor: &metav1.Duration{Duration: window}}}
+		}})
+	c.waitReplicating(g)
+
+	g.Eventually(func(g Gomega) {
+		cc := c.get(g)
+		g.Expect(meta.IsStatusConditionTrue(cc.Status.Conditions, cachev1alpha1.ConditionUsersApplied)).To(BeTrue())
+		for _, p := range c.pods {
+			g.Expect(authOn(c.ips[p], "app", "one")).To(Succeed(), p)
+			g.Expect(authOn(c.ips[p], cachev1alpha1.OperatorUser, c.password)).To(Succeed(), p)
+		}
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	sec := &corev1.Secret{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: "cache-users"}, sec))
+	g.Expect(string(sec.Data["users.acl"])).To(ContainSubstring("user app reset on #" + passwordHash("one") + " ~app:* +@read +@write\n"))
+	g.Expect(string(sec.Data["users.acl"])).NotTo(ContainSubstring(c.password))
+	g.Expect(metav1.IsControlledBy(sec, c.get(g))).To(BeFalse(), "day-one prunes only what it controls")
+	for _, p := range c.pods {
+		app := redis.NewClient(&redis.Options{Addr: c.ips[p] + ":6379", Username: "app", Password: "one", MaxRetries: -1})
+		err := app.Set(ctx, "other:1", "x", 0).Err()
+		g.Expect(err).To(MatchError(ContainSubstring("NOPERM")), p)
+		_ = app.Close()
+		rc := redisAt(c.ips[p], c.password)
+		g.Expect(rc.ConfigGet(ctx, "masteruser").Val()).To(HaveKeyWithValue("masteruser", cachev1alpha1.ReplicationUser), p)
+		_ = rc.Close()
+	}
+
+	// Rotation.
+	appSecret(c.ns, "two")
+	g.Eventually(func(g Gomega) {
+		for _, p := range c.pods {
+			g.Expect(authOn(c.ips[p], "app", "two")).To(Succeed(), p)
+		}
+	}).WithTimeout(deadline).WithPolling(50 * time.Millisecond).Should(Succeed())
+	accepted := time.Now()
+	for _, p := range c.pods {
+		g.Expect(authOn(c.ips[p], "app", "one")).To(Succeed(), "the old password within the window on %s", p)
+	}
+	g.Eventually(func(g Gomega) {
+		us := c.get(g).Status.Users
+		g.Expect(us).To(HaveLen(1))
+		g.Expect(us[0].PasswordHash).To(Equal(passwordHash("two")[:12]))
+		g.Expect(us[0].PreviousPasswordHash).To(Equal(passwordHash("one")[:12]))
+		g.Expect(us[0].PreviousValidUntil).NotTo(BeNil())
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, p := range c.pods {
+			g.Expect(authOn(c.ips[p], "app", "one")).To(MatchError(ContainSubstring("WRONGPASS")), p)
+		}
+	}).WithTimeout(window + 20*time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	t.Logf("old password refused %s after the new one was accepted (window %s)", time.Since(accepted).Round(10*time.Millisecond), window)
+	g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPasswordRotated))
+	g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPreviousPasswordExpired))
+
+	// A user whose Secret is missing.
+	cc := c.get(g)
+	cc.Spec.Users = append(cc.Spec.Users, cachev1alpha1.UserSpec{Name: "ghost", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "nowhere", Key: "password"}})
+	must(t, k8s.Update(ctx, cc))
+	g.Eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(c.get(g).Status.Conditions, cachev1alpha1.ConditionUsersApplied)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(cachev1alpha1.ReasonUserSecretMissing))
+		g.Expect(cond.Message).To(ContainSubstring("user ghost: Secret nowhere does not exist"))
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	g.Expect(authOn(c.ips[c.pods[0]], "app", "two")).To(Succeed(), "the other users are kept")
+
+	// Users removed.
+	cc = c.get(g)
+	cc.Spec.Users = nil
+	must(t, k8s.Update(ctx, cc))
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: "cache-users"}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		got := c.get(g)
+		g.Expect(got.Status.Users).To(BeNil())
+		g.Expect(meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionUsersApplied)).To(BeNil())
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	for _, p := range c.pods {
+		err := authOn(c.ips[p], "app", "two")
+		g.Expect(err).To(HaveOccurred(), p)
+		g.Expect(strings.Contains(err.Error(), "WRONGPASS")).To(BeTrue(), p)
+		rc := redisAt(c.ips[p], c.password)
+		g.Expect(rc.ConfigGet(ctx, "masteruser").Val()).To(HaveKeyWithValue("masteruser", ""), p)
+		_ = rc.Close()
+	}
+	c.waitReplicating(g)
+}
