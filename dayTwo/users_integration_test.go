@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +142,57 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 		_ = rc.Close()
 	}
 	c.waitReplicating(g)
+}
+
+// A sharded cluster with spec.users grows from 3 to 4 shards under the
+// writer: day-two forms the shards, moves the slots and their keys
+// (MIGRATE … AUTH2 cacheops-operator, which runs RESTORE-ASKING as that
+// user on the target) with only the commands the operator's user allows.
+// The pods started before the users (no ACL file), so their default user
+// stays on for the harness's own checks; every day-two connection is the
+// operator's user.
+func TestIntegrationUsersShardedReshard(t *testing.T) {
+	t.Parallel()
+	opts := shardedOpts(42)
+	opts.pods, opts.objects = 8, 6
+	sharded := opts.spec
+	opts.beforeCreate = func(c *cluster) {
+		must(t, k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "app"}, Data: map[string][]byte{"password": []byte("one")}}))
+	}
+	opts.spec = func(s *cachev1alpha1.CacheClusterSpec) {
+		sharded(s)
+		s.Users = []cachev1alpha1.UserSpec{{Name: "app", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app", Key: "password"}, Rules: "~* +@read +@write +cluster|slots +cluster|shards +cluster|nodes +readonly +command"}}
+	}
+	c := newCluster(t, opts)
+	g := NewWithT(t)
+	c.waitShards(g, formedShards)
+	g.Eventually(func(g Gomega) {
+		g.Expect(meta.IsStatusConditionTrue(c.get(g).Status.Conditions, cachev1alpha1.ConditionUsersApplied)).To(BeTrue())
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	ctx := context.Background()
+	app := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.ips["cache-0"] + ":6379"}, Username: "app", Password: "one"})
+	defer app.Close()
+	const preloaded = 3000
+	for i := range preloaded {
+		g.Expect(app.Set(ctx, fmt.Sprintf("pre:%06d", i), i, 0).Err()).To(Succeed())
+	}
+	w := c.startClusterWriter()
+	g.Eventually(w.ackedCount).WithTimeout(deadline).WithPolling(poll).Should(BeNumerically(">", 100))
+	start := time.Now()
+	c.setShards(g, 4)
+	c.resize(g, 8)
+	c.waitShards(g, evenShards(4))
+	t.Logf("3 → 4 shards with users: %s", time.Since(start).Round(time.Millisecond))
+	w.Stop()
+	checked, lost := w.lost(g, c)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	for i := range preloaded {
+		g.Expect(app.Get(ctx, fmt.Sprintf("pre:%06d", i)).Int()).To(Equal(i))
+	}
+	t.Logf("%d acknowledged writes and %d preloaded keys read back as user app", checked, preloaded)
+	g.Expect(c.events(g)[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
+	// The pods added by the resize got the users too.
+	for _, p := range []string{"cache-6", "cache-7"} {
+		g.Eventually(func() error { return authOn(c.ips[p], "app", "one") }).WithTimeout(deadline).WithPolling(poll).Should(Succeed(), p)
+	}
 }
