@@ -308,9 +308,12 @@ func (r *Reconciler) writeUsersSecret(ctx context.Context, cc *cachev1alpha1.Cac
 		if string(sec.Data[renderer.UsersFileKey]) == file && string(sec.Data[renderer.UsersStateKey]) == string(state) {
 			return nil
 		}
+		// A merge patch: the operator's role may patch Secrets, not
+		// update them (docs/security.md, RBAC).
+		orig := sec.DeepCopy()
 		sec = sec.DeepCopy()
 		sec.Data = data
-		return r.Client.Update(ctx, sec)
+		return r.Client.Patch(ctx, sec, client.MergeFrom(orig))
 	}
 	no := false
 	sec = &corev1.Secret{
