@@ -274,7 +274,13 @@ func dropUsersOn(ctx context.Context, ip string, acc access.Config) error {
 // missing Secret is an empty state.
 func (r *Reconciler) usersSecret(ctx context.Context, cc *cachev1alpha1.CacheCluster) (*corev1.Secret, map[string]userState, error) {
 	sec := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: renderer.UsersSecretName(cc)}, sec)
+	key := client.ObjectKey{Namespace: cc.Namespace, Name: renderer.UsersSecretName(cc)}
+	err := r.Client.Get(ctx, key, sec)
+	if apierrors.IsNotFound(err) {
+		// Just created, maybe, and not in the cache yet: a second
+		// create would fail.
+		err = r.APIReader.Get(ctx, key, sec)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, map[string]userState{}, nil
 	}
