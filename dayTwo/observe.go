@@ -44,9 +44,13 @@ func (r *Reconciler) readAccess(ctx context.Context, s *scope) error {
 		return nil
 	}
 	s.access = access.Config{Password: pw}
-	if renderer.UsersEnabled(s.cc) {
+	if renderer.UsersEnabled(s.cc) && meta.FindStatusCondition(s.cc.Status.Conditions, cachev1alpha1.ConditionUsersApplied) != nil {
 		// The default user is off: the operator is a user of its own,
 		// with the cluster's password and only the commands it sends.
+		// Only once the users were applied (UsersApplied is set): the
+		// pods of a running cluster that gets its first users know only
+		// the default user until then, and a prober that could not
+		// authenticate would see every pod down.
 		s.access.Username = cachev1alpha1.OperatorUser
 	}
 	if renderer.TLSEnabled(s.cc) {

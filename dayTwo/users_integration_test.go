@@ -106,8 +106,11 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 		}
 	}).WithTimeout(window + 20*time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	t.Logf("old password refused %s after the new one was accepted (window %s)", time.Since(accepted).Round(10*time.Millisecond), window)
-	g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPasswordRotated))
-	g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPreviousPasswordExpired))
+	// Events are sent after the status is written, asynchronously.
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPasswordRotated))
+		g.Expect(c.events(g)).To(HaveKey(cachev1alpha1.EventPreviousPasswordExpired))
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
 
 	// A user whose Secret is missing.
 	cc := c.get(g)
@@ -190,7 +193,9 @@ func TestIntegrationUsersShardedReshard(t *testing.T) {
 		g.Expect(app.Get(ctx, fmt.Sprintf("pre:%06d", i)).Int()).To(Equal(i))
 	}
 	t.Logf("%d acknowledged writes and %d preloaded keys read back as user app", checked, preloaded)
-	g.Expect(c.events(g)[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.events(g)[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
 	// The pods added by the resize got the users too.
 	for _, p := range []string{"cache-6", "cache-7"} {
 		g.Eventually(func() error { return authOn(c.ips[p], "app", "one") }).WithTimeout(deadline).WithPolling(poll).Should(Succeed(), p)

@@ -162,7 +162,9 @@ func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), got)).To(Succeed())
 		g.Expect(got.Status.Users).To(HaveLen(3))
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventUsersApplied]).NotTo(BeEmpty())
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventUsersApplied]).NotTo(BeEmpty())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
 
 	// A replica deleted: its new process reads the ACL file.
 	var replica string
@@ -306,9 +308,12 @@ func TestUserPasswordRotationUnderLoad(t *testing.T) {
 			g.Expect(u.PreviousValidUntil).To(BeNil(), u.Name)
 		}
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
-	reasons := eventsByReason(g, ns)
-	g.Expect(reasons[cachev1alpha1.EventPasswordRotated]).NotTo(BeEmpty())
-	g.Expect(reasons[cachev1alpha1.EventPreviousPasswordExpired]).NotTo(BeEmpty())
+	// Events are sent after the status is written, asynchronously.
+	g.Eventually(func(g Gomega) {
+		reasons := eventsByReason(g, ns)
+		g.Expect(reasons[cachev1alpha1.EventPasswordRotated]).NotTo(BeEmpty())
+		g.Expect(reasons[cachev1alpha1.EventPreviousPasswordExpired]).NotTo(BeEmpty())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
 
 	checked := wl.finish(t, g, masters)
 	wl.mu.Lock()
