@@ -563,6 +563,14 @@ func TestRecheckAt(t *testing.T) {
 		{"recreation off", Snapshot{Now: now, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
 		{"during an upgrade", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade},
 			Pods: []PodState{notReady("c-1", time.Second)}}, time.Time{}},
+		{"a password rotation ends", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: healthyCluster(), UsersRecheckAt: now.Add(20 * time.Second)},
+			now.Add(20*time.Second + time.Millisecond)},
+		{"a rotation ends before a recreation", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", 10*time.Second)}, UsersRecheckAt: now.Add(5 * time.Second)},
+			now.Add(5*time.Second + time.Millisecond)},
+		{"a recreation before a rotation ends", Snapshot{Now: now, RecreateAfter: time.Minute, CurrentMaster: "c-0", Pods: []PodState{notReady("c-1", 10*time.Second)}, UsersRecheckAt: now.Add(time.Hour)},
+			now.Add(50*time.Second + time.Millisecond)},
+		{"a rotation ends during an upgrade", Snapshot{Now: now, CurrentMaster: "c-0", Operation: &cachev1alpha1.OperationStatus{Type: cachev1alpha1.OperationUpgrade},
+			Pods: healthyCluster(), UsersRecheckAt: now.Add(time.Second)}, now.Add(time.Second + time.Millisecond)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			NewWithT(t).Expect(RecheckAt(tc.given)).To(Equal(tc.want))
