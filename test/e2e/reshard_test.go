@@ -49,10 +49,8 @@ func setShards(g Gomega, cc *cachev1alpha1.CacheCluster, n int32) {
 }
 
 // slotKeys is CLUSTER COUNTKEYSINSLOT of every slot on a pod's node.
-func slotKeys(g Gomega, ip, pw string) []int64 {
+func slotKeys(g Gomega, rc *redis.Client) []int64 {
 	ctx := context.Background()
-	rc := redisAt(ip, pw)
-	defer rc.Close()
 	cmds := make([]*redis.IntCmd, cachev1alpha1.SlotCount)
 	_, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for s := range cmds {
@@ -75,7 +73,6 @@ func slotKeys(g Gomega, ip, pw string) []int64 {
 func checkResharded(g Gomega, cc *cachev1alpha1.CacheCluster) []int64 {
 	waitShardsServing(g, cc)
 	n := int(cc.ShardCount())
-	pw := password(g, cc.Namespace, cc.Name)
 	keys := make([]int64, cachev1alpha1.SlotCount)
 	g.Eventually(func(g Gomega) {
 		got := getCC(g, cc)
@@ -88,15 +85,15 @@ func checkResharded(g Gomega, cc *cachev1alpha1.CacheCluster) []int64 {
 		for i, sh := range got.Status.Shards {
 			g.Expect(sh.Slots).To(Equal([]string{plan.EvenSlots(i, n).String()}), "shard %d serves its even share", i)
 			ip := pod(g, cc.Namespace, sh.Master).Status.PodIP
-			rc := redisAt(ip, pw)
+			rc := operatorAt(g, cc, ip)
+			defer rc.Close()
 			nodes, err := rc.ClusterNodes(context.Background()).Result()
-			rc.Close()
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(nodes).NotTo(ContainSubstring("->-"), "%s shows a slot migrating", sh.Master)
 			g.Expect(nodes).NotTo(ContainSubstring("-<-"), "%s shows a slot importing", sh.Master)
 			g.Expect(strings.Count(strings.TrimSpace(nodes), "\n")+1).To(Equal(int(cc.DesiredReplicas())), "%s knows exactly the nodes of the layout:\n%s", sh.Master, nodes)
 			r := plan.EvenSlots(i, n)
-			for s, k := range slotKeys(g, ip, pw) {
+			for s, k := range slotKeys(g, rc) {
 				if s < r.Start || s > r.End {
 					g.Expect(k).To(BeZero(), "%s holds keys of slot %d, which shard %d does not serve", sh.Master, s, i)
 					continue

@@ -28,9 +28,8 @@ func waitShardsServing(g Gomega, cc *cachev1alpha1.CacheCluster) *cachev1alpha1.
 			g.Expect(sh.Master).NotTo(BeEmpty(), "shard %d", sh.Index)
 			g.Expect(sh.Replicas).To(HaveLen(int(cc.ReplicasPerShard())), "shard %d", sh.Index)
 		}
-		pw := password(g, cc.Namespace, cc.Name)
 		for o := range cc.DesiredReplicas() {
-			rc := redisAtTLS(pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP, pw, clusterTLS(g, cc))
+			rc := operatorAt(g, cc, pod(g, cc.Namespace, fmt.Sprintf("%s-%d", cc.Name, o)).Status.PodIP)
 			info, err := rc.ClusterInfo(context.Background()).Result()
 			rc.Close()
 			g.Expect(err).NotTo(HaveOccurred())
@@ -55,7 +54,8 @@ func clusterClientWith(g Gomega, cc *cachev1alpha1.CacheCluster, dial, rw time.D
 	}
 	// With TLS the client follows MOVED to addresses: it checks the
 	// Service's name, which every node's certificate carries.
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password(g, cc.Namespace, cc.Name), TLSConfig: clusterTLS(g, cc),
+	user, pw := clientCredentials(g, cc)
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pw, TLSConfig: clusterTLS(g, cc),
 		DialTimeout: dial, ReadTimeout: rw, WriteTimeout: rw})
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,21 @@ func operatorAt(g Gomega, cc *cachev1alpha1.CacheCluster, ip string) *redis.Clie
 		o.Username = cachev1alpha1.OperatorUser
 	}
 	return redis.NewClient(o)
+}
+
+// clientUsers holds, by namespace/name, the ACL user and password a test
+// of a cluster with spec.users has its clients use (clientCredentials).
+var clientUsers sync.Map
+
+// clientCredentials is who the tests' clients of a cluster authenticate
+// as: the user a test registered in clientUsers, else the default user
+// with the cluster's password.
+func clientCredentials(g Gomega, cc *cachev1alpha1.CacheCluster) (user, pw string) {
+	if v, ok := clientUsers.Load(cc.Namespace + "/" + cc.Name); ok {
+		c := v.([2]string)
+		return c[0], c[1]
+	}
+	return "", password(g, cc.Namespace, cc.Name)
 }
 
 // userAt is a client authenticated as an ACL user.
@@ -328,4 +344,49 @@ func TestUserPasswordRotationUnderLoad(t *testing.T) {
 	wl.mu.Unlock()
 	g.Expect(authErrs).To(BeEmpty(), "the writer saw an authentication error")
 	expectSameProcesses(g, ns, pids, "kept its process through the rotation")
+}
+
+// examples/sharded with a user for the clients grows from 3 to 4 shards
+// under the WAIT-confirmed cluster-aware writer (authenticated as that
+// user): the operator forms the shards and moves slots and keys
+// (MIGRATE … AUTH2 cacheops-operator) with its own user only, the pods
+// having loaded the ACL file at start; no acknowledged write is lost.
+func TestShardedReshardWithUsers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-users-sharded")
+	userSecret(g, ns, "app-all", "app-pw-1")
+	cc := loadExample(t, "sharded", ns)
+	cc.Spec.Users = []cachev1alpha1.UserSpec{{Name: "app", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app-all"},
+		Rules: "~* +@read +@write -@dangerous +wait +ping +cluster|slots +cluster|shards +cluster|nodes +readonly +command"}}
+	clientUsers.Store(ns+"/"+cc.Name, [2]string{"app", "app-pw-1"})
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	waitShardsServing(g, cc)
+	waitCondition(g, ns, cc.Name, cachev1alpha1.ConditionUsersApplied, metav1.ConditionTrue)
+	ip := pod(g, ns, cc.Name+"-0").Status.PodIP
+	expectRefused(g, auth(ip, "default", password(g, ns, cc.Name)), "WRONGPASS", "the default user of a sharded cluster")
+	app := userAt(ip, "app", "app-pw-1")
+	expectRefused(g, app.FlushAll(ctx).Err(), "NOPERM", "app: FLUSHALL")
+	_ = app.Close()
+	preloadSharded(g, cc, reshardKeys)
+	before := checkResharded(g, cc)
+	w := writeDuringReshard(t, g, cc)
+
+	start := time.Now()
+	setShards(g, cc, 4)
+	up := checkResharded(g, cc)
+	took := time.Since(start)
+	moved := movedKeys(before, 3, 4)
+	t.Logf("3 → 4 shards with users: %s, %d keys in moved slots, %.0f keys/s over the whole operation", took.Round(time.Millisecond), moved, float64(moved)/took.Seconds())
+	_ = up
+	checkNothingLost(t, g, cc, w)
+	// The new shard's pods loaded the users at start.
+	for _, p := range []string{cc.Name + "-6", cc.Name + "-7"} {
+		pip := pod(g, ns, p).Status.PodIP
+		g.Expect(auth(pip, "app", "app-pw-1")).To(Succeed(), p)
+		expectRefused(g, auth(pip, "default", password(g, ns, cc.Name)), "WRONGPASS", "default user on "+p)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
 }
