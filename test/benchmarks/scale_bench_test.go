@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -105,6 +107,7 @@ func BenchmarkScaleControlPlane(b *testing.B) {
 	run := func(b *testing.B, prefix string, count int) {
 		b.StopTimer()
 		created := map[string]time.Time{}
+		first := time.Now()
 		for i := 0; i < count; i++ {
 			cc := env.create(b, fmt.Sprintf("%s-%04d", prefix, i), "cp")
 			created[cc.Namespace] = time.Now()
@@ -113,6 +116,11 @@ func BenchmarkScaleControlPlane(b *testing.B) {
 		p50, worst := quantiles(lat)
 		b.ReportMetric(p50.Seconds(), "reconcile_latency_p50_s")
 		b.ReportMetric(worst.Seconds(), "reconcile_latency_max_s")
+		// kube-controller-manager creates the pods (never scheduled)
+		// long after day-one's first status, each one a status change
+		// the manager reports: the steady state starts once they all
+		// exist.
+		b.ReportMetric(env.waitPodsCreated(b, first, 30*time.Minute).Seconds(), "pods_created_s")
 		env.settle(b)
 		env.reportSteady(b, steady)
 		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
@@ -152,6 +160,38 @@ func (e *scaleEnv) waitObserved(b *testing.B, created map[string]time.Time, limi
 	}
 	b.Fatalf("%d of %d CacheClusters reconciled within %s", len(seen), len(created), limit)
 	return nil
+}
+
+// waitPodsCreated waits until every StatefulSet of a CacheCluster has
+// all its pods (created, not necessarily running) and returns the time
+// since t0.
+func (e *scaleEnv) waitPodsCreated(b *testing.B, t0 time.Time, limit time.Duration) time.Duration {
+	ctx := context.Background()
+	deadline := time.Now().Add(limit)
+	missing := -1
+	for time.Now().Before(deadline) {
+		ccs := &cachev1alpha1.CacheClusterList{}
+		sets := &appsv1.StatefulSetList{}
+		if e.k8s.List(ctx, ccs) == nil && e.k8s.List(ctx, sets, client.MatchingLabels{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue}) == nil {
+			missing = 0
+			for _, cc := range ccs.Items {
+				want := int32(3)
+				if cc.Spec.Replicas != nil {
+					want = *cc.Spec.Replicas
+				}
+				missing += int(want)
+			}
+			for _, s := range sets.Items {
+				missing -= int(min(s.Status.Replicas, ptr.Deref(s.Spec.Replicas, 1)))
+			}
+			if missing <= 0 {
+				return time.Since(t0)
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}
+	b.Fatalf("%d pods not created within %s", missing, limit)
+	return 0
 }
 
 func envInt(name string, def int) int {
