@@ -40,7 +40,9 @@ func (w *workflow) recommend(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := &cachev1alpha1.CacheCluster{}
 		g.Expect(k8s.Get(ctx, previewKey, got)).To(Succeed())
-		g.Expect(got.Status.Recommendations).To(ContainElement(HaveField("Field", "spec.config.maxmemory")))
+		used, max := memory(g, rc)
+		g.Expect(got.Status.Recommendations).To(ContainElement(HaveField("Field", "spec.config.maxmemory")),
+			"used_memory %d of %d (%.0f%%); phase %s, operation %+v, conditions %+v", used, max, 100*float64(used)/float64(max), got.Status.Phase, got.Status.Operation, got.Status.Conditions)
 		rec = got.Status.Recommendations[0]
 	}, limits.Recommend, limits.Poll).Should(Succeed())
 	t.Logf("measured: memory above 85%% → recommendation in %s: %s %s→%s (%s)", argocd.Since(start), rec.Field, rec.Current, rec.Recommended, rec.Reason)
