@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -389,4 +392,265 @@ func TestShardedReshardWithUsers(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventSlotsMoving]).NotTo(BeEmpty())
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
+}
+
+// usersAddedPreload is how many keys TestUsersAddedToARunningCluster
+// writes as the default user before the cluster has users.
+const usersAddedPreload = 1000
+
+// examples/basic runs without users and holds data written as the default
+// user; then spec.users gets its first user. The user is applied live at
+// once, but a pod started without the ACL file keeps its default user on
+// (its readiness probe authenticates as default) until it restarts onto
+// the new pod template (--aclfile, --masteruser, the probe's --user). What
+// a user expects, and what this test asserts, is the end state: within
+// limits.PodRestart per pod, on every pod the new user works and the
+// default user is refused, and the pods replicate. It logs how the
+// operator got there (the rolling restart, in order, with times). The
+// WAIT-confirmed writer, authenticated as the new user from the moment
+// the master accepts it, loses no acknowledged write; a backup afterwards
+// (streamed as the operator's user) holds every key.
+func TestUsersAddedToARunningCluster(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "e2e-users-added")
+	target, store := backupTarget(g, ns, "users-added")
+	cc := loadExample(t, "basic", ns)
+	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1
+	cc.Spec.Backup.S3 = target
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	before := waitReplicating(g, cc)
+	pw := password(g, ns, "basic")
+	oldMaster := before.Status.CurrentMaster
+	preload(g, oldMaster, ns, pw, usersAddedPreload)
+	names := []string{"basic-0", "basic-1", "basic-2"}
+	uids := map[string]types.UID{}
+	for _, name := range names {
+		p := pod(g, ns, name)
+		uids[name] = p.UID
+		// Without users the default user with the cluster's password
+		// is how everyone connects.
+		g.Expect(auth(p.Status.PodIP, "default", pw)).To(Succeed(), name)
+		g.Expect(startedWithACL(p)).To(BeFalse(), name)
+	}
+	masterIP := pod(g, ns, oldMaster).Status.PodIP
+	masters := watchMasters(t, ns)
+	t.Cleanup(masters.stop)
+
+	// The first user.
+	userSecret(g, ns, "app-writer", "writer-pw-1")
+	patched := time.Now()
+	mergePatch(g, cc, `{"spec":{"users":[{"name":"app","passwordSecret":{"name":"app-writer"},"rules":"~w:* +@read +@write +wait -@dangerous"}]}}`)
+	describe := usersAddedState(ns, names, uids, patched, "app", "writer-pw-1", pw)
+
+	// The writer starts as soon as the master accepts the user.
+	g.Eventually(func() error { return auth(masterIP, "app", "writer-pw-1") }, limits.PodRestart, 50*time.Millisecond).Should(Succeed(), describe)
+	onMaster := time.Since(patched)
+	restartsThen := len(restartsInOrder(g, ns))
+	wl := &workload{ns: ns, cluster: "basic", username: "app", password: "writer-pw-1", waitMs: 500, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go wl.run()
+	writerStarted := time.Now()
+	applied := waitCondition(g, ns, "basic", cachev1alpha1.ConditionUsersApplied, metav1.ConditionTrue)
+	t.Logf("user app accepted by the master %s after the patch (%d pods restarted by then), writer started; UsersApplied=True %s after the patch: %s",
+		onMaster.Round(100*time.Millisecond), restartsThen, time.Since(patched).Round(100*time.Millisecond), applied.Message)
+	g.Eventually(wl.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 50), describe)
+
+	// The end state a user expects, on every pod.
+	g.Eventually(func(g Gomega) {
+		got := getCC(g, cc)
+		g.Expect(got.Status.Operation).To(BeNil(), "an operation still runs")
+		g.Expect(got.Status.CurrentMaster).NotTo(BeEmpty())
+		ips := map[string]string{}
+		for _, name := range names {
+			p := pod(g, ns, name)
+			g.Expect(p.DeletionTimestamp).To(BeNil(), name+" is being deleted")
+			g.Expect(podReady(p)).To(BeTrue(), name+" is not ready")
+			ips[name] = p.Status.PodIP
+			g.Expect(auth(p.Status.PodIP, "app", "writer-pw-1")).To(Succeed(), "user app on "+name)
+			expectRefused(g, auth(p.Status.PodIP, "default", pw), "WRONGPASS", "the default user on "+name)
+		}
+		mc := operatorAt(g, got, ips[got.Status.CurrentMaster])
+		info, err := mc.Info(ctx, "replication").Result()
+		_ = mc.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(info).To(ContainSubstring("role:master\r\n"))
+		g.Expect(info).To(ContainSubstring("connected_slaves:2\r\n"))
+		g.Expect(strings.Count(info, ",state=online,")).To(Equal(2), info)
+		for _, name := range names {
+			if name == got.Status.CurrentMaster {
+				continue
+			}
+			rc := operatorAt(g, got, ips[name])
+			info, err := rc.Info(ctx, "replication").Result()
+			_ = rc.Close()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(info).To(ContainSubstring("master_host:"+ips[got.Status.CurrentMaster]+"\r\n"), name)
+			g.Expect(info).To(ContainSubstring("master_link_status:up\r\n"), name)
+		}
+	}, time.Duration(len(names))*limits.PodRestart, time.Second).Should(Succeed(), describe)
+	convergedAt := time.Now()
+	converged := convergedAt.Sub(patched)
+	t.Logf("every pod: user app accepted, default user refused, replicating; %s after the patch", converged.Round(100*time.Millisecond))
+	t.Logf("state at convergence:%s", describe())
+
+	// How it got there: every pod was recreated on the template with the
+	// ACL file, replicas first, the old master last.
+	order := restartsInOrder(g, ns)
+	t.Logf("restart order (PodRestarted Events): %v; the master before was %s", order, oldMaster)
+	for _, e := range eventsByReason(g, ns)[cachev1alpha1.EventOperationStarted] {
+		t.Logf("OperationStarted %s: %s", eventTime(e).Format("15:04:05"), e.Message)
+	}
+	for _, name := range names {
+		p := pod(g, ns, name)
+		g.Expect(p.UID).NotTo(Equal(uids[name]), "%s was not recreated", name)
+		g.Expect(startedWithACL(p)).To(BeTrue(), "%s runs without --aclfile", name)
+	}
+	g.Expect(order).To(ConsistOf(names), "each pod restarted once")
+	g.Expect(order[len(order)-1]).To(Equal(oldMaster), "the old master restarts last")
+
+	// The user's rules, on every pod; nobody else gets in.
+	final := waitReplicating(g, cc)
+	newMasterIP := pod(g, ns, final.Status.CurrentMaster).Status.PodIP
+	w := userAt(newMasterIP, "app", "writer-pw-1")
+	g.Expect(w.Set(ctx, "w:rules", "ok", 0).Err()).To(Succeed())
+	g.Expect(w.Do(ctx, "WAIT", 2, 5000).Int64()).To(Equal(int64(2)))
+	expectRefused(g, w.Set(ctx, "other:1", "x", 0).Err(), "NOPERM", "app: a key outside ~w:*")
+	expectRefused(g, w.Get(ctx, "preload:1").Err(), "NOPERM", "app: a key written before the users")
+	expectRefused(g, w.FlushAll(ctx).Err(), "NOPERM", "app: -@dangerous")
+	_ = w.Close()
+	for _, name := range names {
+		ip := pod(g, ns, name).Status.PodIP
+		r := userAt(ip, "app", "writer-pw-1")
+		g.Expect(r.Get(ctx, "w:rules").Val()).To(Equal("ok"), "app reads on %s", name)
+		_ = r.Close()
+		expectRefused(g, redisAt(ip, pw).Ping(ctx).Err(), "WRONGPASS", "AUTH <password> on "+name)
+		anon := redis.NewClient(&redis.Options{Addr: ip + ":6379", MaxRetries: -1})
+		expectRefused(g, anon.Get(ctx, "w:rules").Err(), "NOAUTH", "no user on "+name)
+		_ = anon.Close()
+	}
+
+	// The writer, across the whole change.
+	checked := wl.finish(t, g, masters)
+	pause := wl.longestPause(writerStarted, convergedAt) // takes wl.mu itself
+	wl.mu.Lock()
+	attempts, failures := wl.attempts, wl.failures
+	var authErrs []string
+	for e := range wl.errs {
+		if strings.Contains(e, "WRONGPASS") || strings.Contains(e, "NOAUTH") || strings.Contains(e, "NOPERM") {
+			authErrs = append(authErrs, e)
+		}
+	}
+	t.Logf("writer as app: %d acknowledged writes checked, %d attempts, %d unacknowledged, longest pause %s; errors %v",
+		checked, attempts, failures, pause.Round(time.Millisecond), wl.errs)
+	wl.mu.Unlock()
+	g.Expect(authErrs).To(BeEmpty(), "the writer's user was refused")
+
+	// The data written before the users is still there.
+	mc := operatorAt(g, final, newMasterIP)
+	defer mc.Close()
+	keys := make([]string, usersAddedPreload)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("preload:%d", i)
+	}
+	g.Expect(mc.Exists(ctx, keys...).Val()).To(BeEquivalentTo(usersAddedPreload), "keys written before the users")
+
+	// A backup of the cluster with users: streamed as the operator's user.
+	g.Expect(mc.Wait(ctx, 2, 10*time.Second).Val()).To(BeEquivalentTo(2), "both replicas caught up")
+	size := mc.DBSize(ctx).Val()
+	g.Expect(size).To(BeNumerically(">=", usersAddedPreload+checked+1))
+	name := backupNow(g, ns, "basic", "--wait=2m")
+	cb := getBackup(g, ns, name)
+	g.Expect(cb.Status.Phase).To(Equal(cachev1alpha1.BackupCompleted), cb.Status.Message)
+	g.Expect(cb.Status.Keys).To(Equal(size))
+	g.Expect(cb.Status.SourcePod).NotTo(Equal(final.Status.CurrentMaster), "taken from a replica")
+	meta, err := store.Metadata(ctx, cb.Status.Location.Key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(meta.Keys).To(Equal(cb.Status.Keys))
+	t.Logf("backup %s: %d keys (%d preloaded, %d acknowledged writes, the rest unacknowledged or the rules check), %d bytes from %s",
+		name, cb.Status.Keys, usersAddedPreload, checked, cb.Status.Size, cb.Status.SourcePod)
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventsByReason(g, ns)[cachev1alpha1.EventUsersApplied]).NotTo(BeEmpty())
+	}, limits.PodRestart, limits.Poll).Should(Succeed())
+}
+
+// startedWithACL says whether a pod's redis container was started with
+// the ACL file (the template of a cluster with spec.users).
+func startedWithACL(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Name == "redis" && slices.Contains(c.Args, "--aclfile") {
+			return true
+		}
+	}
+	return false
+}
+
+// authIfIP is auth for a pod that may have no address yet (an empty one
+// would reach the host's own port 6379).
+func authIfIP(ip, user, pw string) error {
+	if ip == "" {
+		return nil
+	}
+	return auth(ip, user, pw)
+}
+
+// usersAddedState says, pod by pod, where a cluster that got its first
+// users stands: recreated or not, since when it runs, with or without the
+// ACL file, whether the user and the default user are accepted; then the
+// cluster's phase, operation, UsersApplied and the restarts so far. It is
+// the message of a wait that did not end, and a log line.
+func usersAddedState(ns string, names []string, uids map[string]types.UID, since time.Time, user, userPw, clusterPw string) func() string {
+	return func() string {
+		ctx := context.Background()
+		var b strings.Builder
+		for _, name := range names {
+			p := &corev1.Pod{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+				fmt.Fprintf(&b, "\n  %s: %v", name, err)
+				continue
+			}
+			started := "not running"
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == "redis" {
+					started = containerState(cs)
+					if cs.State.Running != nil {
+						started += fmt.Sprintf(" (%+.1fs after the patch)", cs.State.Running.StartedAt.Sub(since).Seconds())
+					}
+				}
+			}
+			result := func(err error) string {
+				if p.Status.PodIP == "" {
+					return "no IP"
+				}
+				if err == nil {
+					return "accepted"
+				}
+				return err.Error()
+			}
+			fmt.Fprintf(&b, "\n  %s: recreated %t, role %q, ready %t, --aclfile %t, %s; AUTH %s: %s; AUTH default: %s",
+				name, p.UID != uids[name], p.Labels[cachev1alpha1.LabelRole], podReady(p), startedWithACL(p), started,
+				user, result(authIfIP(p.Status.PodIP, user, userPw)), result(authIfIP(p.Status.PodIP, "default", clusterPw)))
+		}
+		cc := &cachev1alpha1.CacheCluster{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, cc); err == nil {
+			fmt.Fprintf(&b, "\n  phase %s, master %s", cc.Status.Phase, cc.Status.CurrentMaster)
+			if op := cc.Status.Operation; op != nil {
+				fmt.Fprintf(&b, ", operation %s step %s: %s", op.Type, op.Step, op.Reason)
+			}
+			for _, c := range cc.Status.Conditions {
+				if c.Type == cachev1alpha1.ConditionUsersApplied || c.Type == cachev1alpha1.ConditionReady {
+					fmt.Fprintf(&b, "\n  %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+				}
+			}
+		}
+		events := &corev1.EventList{}
+		if err := k8s.List(ctx, events, client.InNamespace(ns)); err == nil {
+			sort.Slice(events.Items, func(i, j int) bool { return eventTime(events.Items[i]).Before(eventTime(events.Items[j])) })
+			for _, e := range events.Items {
+				if e.InvolvedObject.Kind == "CacheCluster" && eventTime(e).After(since.Add(-time.Second)) {
+					fmt.Fprintf(&b, "\n  event %+.1fs %s: %s", eventTime(e).Sub(since).Seconds(), e.Reason, e.Message)
+				}
+			}
+		}
+		return b.String()
+	}
 }
