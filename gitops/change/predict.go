@@ -194,24 +194,26 @@ func changed(b, a *cachev1alpha1.CacheCluster, master string) (ClusterPlan, erro
 	if op := shardedBackups(b, a); op != nil {
 		p.Operations = append(p.Operations, *op)
 	}
-	if op := usersChange(b, a); op != nil {
+	if op := usersChange(b, a, templateChanged); op != nil {
 		p.Operations = append(p.Operations, *op)
 	}
 	return p, nil
 }
 
 // usersChange describes a change of spec.users: applied live on every
-// pod by day-two (ACL SETUSER), with no restart.
-func usersChange(b, a *cachev1alpha1.CacheCluster) *PlannedOperation {
+// pod by day-two (ACL SETUSER). The first users, or removing the last,
+// also change the pod template (the ACL file, the replicas' and probes'
+// user): the rolling restart planned with them then restarts every pod.
+func usersChange(b, a *cachev1alpha1.CacheCluster, templateChanged bool) *PlannedOperation {
 	if equality.Semantic.DeepEqual(b.Spec.Users, a.Spec.Users) {
 		return nil
 	}
 	var msg string
 	switch {
 	case len(b.Spec.Users) == 0:
-		msg = fmt.Sprintf("%d users applied live on every pod (ACL SETUSER), no restart; the default user is switched off on each pod that loads the ACL file (Secret %s-users) at start, and clients must then authenticate as a user", len(a.Spec.Users), a.Name)
+		msg = fmt.Sprintf("%d users applied live on every pod (ACL SETUSER); the default user is switched off on each pod once it has restarted with the ACL file (Secret %s-users), and clients must then authenticate as a user", len(a.Spec.Users), a.Name)
 	case len(a.Spec.Users) == 0:
-		msg = "users removed live on every pod, no restart: the default user is on again with the cluster's password"
+		msg = "users removed live on every pod: the default user is on again with the cluster's password"
 	default:
 		var added, removed, changed []string
 		before := map[string]cachev1alpha1.UserSpec{}
@@ -241,7 +243,12 @@ func usersChange(b, a *cachev1alpha1.CacheCluster) *PlannedOperation {
 				parts = append(parts, x.what+" "+strings.Join(x.names, ", "))
 			}
 		}
-		msg = "users " + strings.Join(parts, "; ") + ": applied live on every pod (ACL SETUSER), no restart"
+		msg = "users " + strings.Join(parts, "; ") + ": applied live on every pod (ACL SETUSER)"
+	}
+	if templateChanged {
+		msg += "; the pod template changes too: every pod restarts in the rollout planned here"
+	} else {
+		msg += ", no restart"
 	}
 	return &PlannedOperation{Type: "ApplyUsers", Description: msg}
 }

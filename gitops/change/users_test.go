@@ -34,3 +34,27 @@ func TestPredictUsersChangesAreLive(t *testing.T) {
 	g.Expect(op.Restarts).To(BeEmpty())
 	g.Expect(impact(op)).To(Equal("no pod restart"))
 }
+
+// The first users change the pod template (the ACL file, the replicas'
+// and the probes' user): the plan lists the rolling restart that loads
+// the ACL file, and the users' operation says the pods restart.
+func TestPredictFirstUsersRestartEveryPod(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	base := writeFile(t, dir, "base.yaml", baseCluster)
+	head := writeFile(t, dir, "head.yaml", usersCluster)
+	plans := predictFiles(g, base, head, "shop-0")
+	g.Expect(plans).To(HaveLen(1))
+	var users *PlannedOperation
+	restarts := 0
+	for i, op := range plans[0].Operations {
+		if op.Type == "ApplyUsers" {
+			users = &plans[0].Operations[i]
+		}
+		restarts += len(op.Restarts)
+	}
+	g.Expect(users).NotTo(BeNil(), "%+v", plans[0].Operations)
+	g.Expect(users.Description).To(HavePrefix("2 users applied live on every pod (ACL SETUSER); the default user is switched off on each pod once it has restarted with the ACL file"))
+	g.Expect(users.Description).To(HaveSuffix("; the pod template changes too: every pod restarts in the rollout planned here"))
+	g.Expect(restarts).To(BeNumerically(">=", 3), "every pod of the 3 restarts: %+v", plans[0].Operations)
+}
