@@ -86,7 +86,7 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 	}
 
 	digest := usersDigest(file)
-	var notApplied []string
+	var notApplied, defaultOn []string
 	applied := 0
 	for i := range s.pods {
 		p := &s.pods[i]
@@ -95,6 +95,9 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 		}
 		st, _ := s.snap.Pod(p.Name)
 		runID, withFile := st.Obs.RunID, startedWithACLFile(p)
+		if !withFile {
+			defaultOn = append(defaultOn, p.Name)
+		}
 		if r.usersApplied(s.key, p.Name) == (appliedUsers{runID: runID, digest: digest}) && runID != "" {
 			applied++
 			continue
@@ -115,7 +118,7 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 		r.recordUsersApplied(s.key, p.Name, appliedUsers{runID: runID, digest: digest})
 		ctrl.LoggerFrom(ctx).V(1).Info("Applied the users", "pod", p.Name, "users", len(desired))
 	}
-	setUsersStatus(s, states, missing, notApplied, applied)
+	setUsersStatus(s, states, missing, notApplied, defaultOn, applied)
 	return nil
 }
 
@@ -406,8 +409,11 @@ func usersDigest(file string) string {
 // setUsersStatus keeps status.users and the UsersApplied condition: True
 // once every pod has every user, False naming a missing Secret or a pod
 // that did not take the users. An Event tells when the users applied
-// everywhere changed.
-func setUsersStatus(s *scope, states map[string]userState, missing, notApplied []string, applied int) {
+// everywhere changed. defaultOn are the pods started without the ACL file
+// (before the first users): their default user stays on until the
+// rolling restart onto the new pod template reaches them, and the
+// condition's message says so.
+func setUsersStatus(s *scope, states map[string]userState, missing, notApplied, defaultOn []string, applied int) {
 	var users []cachev1alpha1.UserStatus
 	for name, st := range states {
 		u := cachev1alpha1.UserStatus{Name: name, PasswordHash: hashPrefix(st.Hash)}
@@ -421,6 +427,11 @@ func setUsersStatus(s *scope, states map[string]userState, missing, notApplied [
 
 	status, reason := metav1.ConditionTrue, cachev1alpha1.ReasonUsersApplied
 	msg := fmt.Sprintf("%d users applied live on %d pods (ACL SETUSER), kept in Secret %s for restarts", len(states), applied, renderer.UsersSecretName(s.cc))
+	restart := ", no restart"
+	if len(defaultOn) > 0 {
+		restart = fmt.Sprintf("; the default user stays on in %s until the rolling restart onto the pod template with the ACL file reaches it", strings.Join(defaultOn, ", "))
+		msg += restart
+	}
 	switch {
 	case len(missing) > 0:
 		status, reason = metav1.ConditionFalse, cachev1alpha1.ReasonUserSecretMissing
@@ -446,7 +457,7 @@ func setUsersStatus(s *scope, states map[string]userState, missing, notApplied [
 			for _, u := range users {
 				names = append(names, u.Name)
 			}
-			s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventUsersApplied, "ApplyUsers", "Users %s applied live on every pod, no restart", strings.Join(names, ", "))
+			s.eventf(corev1.EventTypeNormal, cachev1alpha1.EventUsersApplied, "ApplyUsers", "Users %s applied live on every pod%s", strings.Join(names, ", "), restart)
 		}
 	}
 }
