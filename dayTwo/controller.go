@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -77,12 +78,16 @@ type Reconciler struct {
 	// the operation it recorded.
 	AfterStep func(plan.Action)
 
-	mu sync.Mutex
-	// userSecrets remembers passwords read from users' Secrets, which are
-	// not in the label-filtered cache, so a reconcile every probe period
-	// during an outage does not GET the Secret every time.
-	userSecrets map[types.NamespacedName]cachedPassword
-	pressure    pressure
+	// Namespaces are the namespaces the manager's cache serves (nil:
+	// every namespace); the Secrets' metadata cache serves the same.
+	Namespaces map[string]cache.Config
+
+	// secretVersions: the metadata of the Secrets of the namespaces
+	// served, which says when a Secret a spec names changed (secrets.go).
+	secretVersions cache.Cache
+
+	mu       sync.Mutex
+	pressure pressure
 	// issued: when Redis FAILOVER was sent for a cluster's switchover.
 	issued map[types.NamespacedName]time.Time
 	// dataChecks: what the last data check of each pod found (datacheck.go).
@@ -106,9 +111,9 @@ type Reconciler struct {
 	// usersOnPods: the users last applied on each pod of a cluster with
 	// spec.users (users.go).
 	usersOnPods map[types.NamespacedName]map[string]appliedUsers
-	// userPasswords: passwords read from spec.users' Secrets, by
-	// namespace and "secret/key" (users.go).
-	userPasswords map[types.NamespacedName]cachedPassword
+	// namedSecrets: what was read from the Secrets each cluster's spec
+	// names, by "secret/key" (secrets.go).
+	namedSecrets map[types.NamespacedName]map[string]secretRead
 }
 
 // Reconcile takes one step towards a healthy replication topology:
@@ -208,7 +213,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.failing.forget(key)
 	r.manifests.forget(key)
 	r.mu.Lock()
-	delete(r.userSecrets, key)
+	delete(r.namedSecrets, key)
 	delete(r.issued, key)
 	delete(r.dataChecks, key)
 	delete(r.verifyErrorsSince, key)
@@ -340,6 +345,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(&r.backups); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cachev1alpha1.CacheCluster{}, secretRefIndex, secretRefs); err != nil {
+		return err
+	}
+	if r.secretVersions == nil {
+		c, err := newSecretVersions(mgr, r.Namespaces)
+		if err != nil {
+			return err
+		}
+		r.secretVersions = c
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{RateLimiter: stepRateLimiter(), MaxConcurrentReconciles: workers(r.Workers)}).
@@ -353,6 +368,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		Watches(&cachev1alpha1.CacheBackup{}, handler.EnqueueRequestsFromMapFunc(backupsOf)).
 		WatchesRawSource(source.Channel(r.Prober.Events(), wakeHandler())).
+		// A Secret a spec names (a user's password) changed.
+		WatchesRawSource(source.Kind[client.Object](r.secretVersions, secretMeta(), handler.EnqueueRequestsFromMapFunc(r.clustersNaming))).
 		Complete(r)
 }
 

@@ -134,7 +134,7 @@ func controlPlane(t *testing.T) {
 // startDayTwo runs the day-two controller, and only it, in a manager
 // whose cache holds the test's namespace, with the label-filtered cache of
 // cmd/manager. This is the one place that builds the Reconciler.
-func startDayTwo(t *testing.T, ns string, wrap func(client.Client) client.Client) {
+func startDayTwo(t *testing.T, ns string, o clusterOpts) {
 	t.Helper()
 	opts := controller.CacheOptions()
 	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -148,9 +148,12 @@ func startDayTwo(t *testing.T, ns string, wrap func(client.Client) client.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &daytwo.Reconciler{Prober: probe.NewProber()}
-	if wrap != nil {
-		r.Client = wrap(mgr.GetClient())
+	r := &daytwo.Reconciler{Prober: probe.NewProber(), Namespaces: opts.DefaultNamespaces}
+	if o.client != nil {
+		r.Client = o.client(mgr.GetClient())
+	}
+	if o.apiReader != nil {
+		r.APIReader = o.apiReader(mgr.GetAPIReader())
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -323,6 +326,9 @@ type clusterOpts struct {
 	redisArgs func(ordinal int) []string
 	// client, when set, wraps the controller's client (a test's fault).
 	client func(client.Client) client.Client
+	// apiReader, when set, wraps the controller's reader of the API
+	// server (a test counts its reads).
+	apiReader func(client.Reader) client.Reader
 	// spec, when set, changes the CacheCluster's spec before it is
 	// created (a sharded layout).
 	spec func(*cachev1alpha1.CacheClusterSpec)
@@ -380,7 +386,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	for _, name := range c.pods {
 		c.createPod(name)
 	}
-	startDayTwo(t, ns, o.client)
+	startDayTwo(t, ns, o)
 	cc := &cachev1alpha1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name},
 		Spec: cachev1alpha1.CacheClusterSpec{

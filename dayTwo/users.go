@@ -53,7 +53,11 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 	hashes := map[string]string{}
 	var missing []string
 	for _, u := range cc.Spec.Users {
-		pw, err := r.userPassword(ctx, cc.Namespace, u.PasswordSecret)
+		key := u.PasswordSecret.Key
+		if key == "" {
+			key = renderer.DefaultSecretKey
+		}
+		pw, err := r.secretValue(ctx, s.key, u.PasswordSecret.Name, key)
 		if err != nil {
 			missing = append(missing, fmt.Sprintf("user %s: %v", u.Name, err))
 			continue
@@ -77,13 +81,9 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 				"User %s: the previous password's window ended; only the new one is accepted", c.User)
 		}
 	}
-	// Look again when a rotation window ends, and soon in any case: the
-	// users' Secrets are not watched (they are not in the label-filtered
-	// cache), so a changed password is seen at the next look.
-	s.snap.UsersRecheckAt = now.Add(userSecretPoll)
-	if end := nextRotationEnd(states, now); !end.IsZero() && end.Before(s.snap.UsersRecheckAt) {
-		s.snap.UsersRecheckAt = end
-	}
+	// Look again when a rotation window ends. A changed password needs
+	// no look: the users' Secrets are watched (secrets.go).
+	s.snap.UsersRecheckAt = nextRotationEnd(states, now)
 
 	digest := usersDigest(file)
 	var notApplied, defaultOn []string
@@ -339,49 +339,6 @@ func (r *Reconciler) writeUsersSecret(ctx context.Context, cc *cachev1alpha1.Cac
 	}
 	return r.Client.Create(ctx, sec)
 }
-
-// userPassword reads a user's password from its Secret (not in the
-// label-filtered cache), remembered for a few seconds: reconciles come
-// every probe period while a pod is down.
-func (r *Reconciler) userPassword(ctx context.Context, ns string, ref cachev1alpha1.SecretKeyRef) (string, error) {
-	key := ref.Key
-	if key == "" {
-		key = renderer.DefaultSecretKey
-	}
-	cacheKey := types.NamespacedName{Namespace: ns, Name: ref.Name + "/" + key}
-	r.mu.Lock()
-	c, ok := r.userPasswords[cacheKey]
-	r.mu.Unlock()
-	if ok && r.now().Sub(c.read) < userPasswordTTL {
-		return c.password, nil
-	}
-	s := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("Secret %s does not exist", ref.Name)
-		}
-		return "", err
-	}
-	pw := string(s.Data[key])
-	if pw == "" {
-		return "", fmt.Errorf("Secret %s has no key %s", ref.Name, key)
-	}
-	r.mu.Lock()
-	if r.userPasswords == nil {
-		r.userPasswords = map[types.NamespacedName]cachedPassword{}
-	}
-	r.userPasswords[cacheKey] = cachedPassword{password: pw, read: r.now()}
-	r.mu.Unlock()
-	return pw, nil
-}
-
-// userSecretPoll is how often a cluster with users is looked at for a
-// changed password in a user's Secret.
-const userSecretPoll = 10 * time.Second
-
-// userPasswordTTL bounds how long a password changed in a user's Secret
-// goes unnoticed once a reconcile runs.
-const userPasswordTTL = 5 * time.Second
 
 func (r *Reconciler) usersApplied(key types.NamespacedName, pod string) appliedUsers {
 	r.mu.Lock()

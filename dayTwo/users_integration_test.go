@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,38 @@ func authOn(ip, user, pw string) error {
 	return c.Do(context.Background(), "AUTH", user, pw).Err()
 }
 
+// secretReads counts the controller's reads of Secrets from the API
+// server, by name.
+type secretReads struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *secretReads) wrap(r client.Reader) client.Reader { return countingReader{r, s} }
+
+func (s *secretReads) of(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[name]
+}
+
+type countingReader struct {
+	client.Reader
+	s *secretReads
+}
+
+func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		c.s.mu.Lock()
+		if c.s.n == nil {
+			c.s.n = map[string]int{}
+		}
+		c.s.n[key.Name]++
+		c.s.mu.Unlock()
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
 // spec.users on pods that started before it (no ACL file: the transition
 // of a running cluster): the users are applied live on every pod, the
 // operator switches to its own user, masteruser is set; a rotation keeps
@@ -51,8 +84,10 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 			must(t, err)
 		}
 	}
+	reads := &secretReads{}
 	c := newCluster(t, clusterOpts{subnet: 41, pods: 3,
 		beforeCreate: func(c *cluster) { appSecret(c.ns, "one") },
+		apiReader:    reads.wrap,
 		spec: func(s *cachev1alpha1.CacheClusterSpec) {
 			s.Users = []cachev1alpha1.UserSpec{{Name: "app", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app", Key: "password"},
 				Rules: "~app:* +@read +@write", PreviousPasswordValidFor: &metav1.Duration{Duration: window}}}
@@ -82,14 +117,22 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 		_ = rc.Close()
 	}
 
+	// The users' Secret is watched, not polled: a cluster at rest
+	// does not read it (the poll it replaced read it every 10 s).
+	before := reads.of("app")
+	time.Sleep(12 * time.Second)
+	g.Expect(reads.of("app")).To(Equal(before), "reads of the user's Secret while nothing changed")
+
 	// Rotation.
 	appSecret(c.ns, "two")
+	changed := time.Now()
 	g.Eventually(func(g Gomega) {
 		for _, p := range c.pods {
 			g.Expect(authOn(c.ips[p], "app", "two")).To(Succeed(), p)
 		}
 	}).WithTimeout(deadline).WithPolling(50 * time.Millisecond).Should(Succeed())
 	accepted := time.Now()
+	t.Logf("new password on every pod %s after the Secret changed; the Secret was read %d times in all", accepted.Sub(changed).Round(10*time.Millisecond), reads.of("app"))
 	for _, p := range c.pods {
 		g.Expect(authOn(c.ips[p], "app", "one")).To(Succeed(), "the old password within the window on %s", p)
 	}

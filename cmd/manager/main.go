@@ -135,7 +135,7 @@ func main() {
 		log.Error(err, "Cannot set up controller", "controller", controller.ControllerName)
 		os.Exit(1)
 	}
-	dayTwo := &daytwo.Reconciler{Workers: dayTwoWorkers, RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
+	dayTwo := &daytwo.Reconciler{Namespaces: cacheOpts.DefaultNamespaces, Workers: dayTwoWorkers, RecreateAfter: recreateAfter, StepDeadline: stepDeadline, RecommendAfter: recommendAfter, BackupStallTimeout: backupStall}
 	if exitAfterStep != "" {
 		dayTwo.AfterStep = func(a plan.Action) {
 			if string(a.Type) == exitAfterStep {

@@ -114,8 +114,8 @@ type Snapshot struct {
 
 	// UsersRecheckAt is when spec.users must be looked at again: the
 	// soonest end of a password rotation (the previous password is
-	// removed then), or the next look for a changed password in a user's
-	// Secret. Zero without users.
+	// removed then). Zero when no rotation runs: a changed password in a
+	// user's Secret wakes the controller through the Secrets' watch.
 	UsersRecheckAt time.Time
 }
 
