@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,10 +67,14 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
-	lives := make([]*unstructured.Unstructured, len(s.desired))
+	// The cached objects are stripped (cache.go): they say who wrote an
+	// object last and which rendering it holds, not its spec. Objects the
+	// cache does not hold are read whole from the API server.
+	lives := make([]client.Object, len(s.desired))
+	whole := make([]bool, len(s.desired))
 	var uncached []int
 	for i, obj := range s.desired {
-		live, err := r.getLive(ctx, r.Client, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		live, err := r.getCached(ctx, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
 		if err != nil {
 			return err
 		}
@@ -81,26 +87,63 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	// else's object has the name of one it does not hold before creating
 	// it. These reads happen only for objects the cache does not know, so
 	// a steady state still sends nothing.
-	if err := concurrently(uncached, func(i int) (err error) {
+	if err := concurrently(uncached, func(i int) error {
 		obj := s.desired[i]
-		lives[i], err = r.getLive(ctx, r.APIReader, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		live, err := r.getLive(ctx, r.APIReader, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		if live != nil {
+			lives[i], whole[i] = live, true
+		}
 		return err
 	}); err != nil {
 		return err
 	}
 	var pending []*unstructured.Unstructured
 	var conflicts []string
+	var verify []int
 	for i, obj := range s.desired {
-		if c := controlConflict(s.cc, obj.GetKind(), liveMeta(lives[i])); c != "" {
+		if c := controlConflict(s.cc, obj.GetKind(), lives[i]); c != "" {
 			conflicts = append(conflicts, c)
 			continue
 		}
-		if !upToDate(obj, lives[i]) {
+		switch {
+		case !holdsRendering(obj, lives[i]):
 			pending = append(pending, obj)
+		case whole[i]:
+			if u := lives[i].(*unstructured.Unstructured); !isSubset(obj.Object, u.Object, "") {
+				pending = append(pending, obj)
+			}
+		case r.known.needsReading(lives[i]):
+			verify = append(verify, i)
 		}
 	}
 	if len(conflicts) > 0 {
 		return nameConflict(conflicts)
+	}
+	// An object that changed since day-one last knew it to hold the
+	// rendering, or that someone else wrote: read it whole and compare
+	// what day-one renders with what it holds (drift). Each version is
+	// read once.
+	drifted := make([]bool, len(s.desired))
+	if err := concurrently(verify, func(i int) error {
+		obj := s.desired[i]
+		live, err := r.getLive(ctx, r.APIReader, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
+		switch {
+		case err != nil:
+			return err
+		case live == nil || !isSubset(obj.Object, live.Object, ""):
+			drifted[i] = true
+		default:
+			r.known.add(live)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, i := range verify {
+		if drifted[i] {
+			ctrl.LoggerFrom(ctx).Info("Object changed by someone else; applying it again", "kind", s.desired[i].GetKind(), "name", s.desired[i].GetName())
+			pending = append(pending, s.desired[i])
+		}
 	}
 	if len(pending) == 0 {
 		return nil
@@ -123,6 +166,13 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 		return nil
 	}); err != nil {
 		return err
+	}
+	for i, obj := range s.desired {
+		if lives[i] != nil && slices.Contains(pending, obj) {
+			// Its next version is day-one's own: judged afresh from
+			// its managedFields when seen (needsReading).
+			r.known.forget(lives[i].GetUID())
+		}
 	}
 	for _, obj := range pending {
 		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
@@ -191,25 +241,119 @@ func (r *Reconciler) prepare(cc *cachev1alpha1.CacheCluster, obj *unstructured.U
 	return nil
 }
 
-// upToDate tells whether the live object already holds everything the
-// desired object says. The hash annotation catches fields we stopped
-// rendering; the comparison catches edits by someone else (drift).
-func upToDate(desired, live *unstructured.Unstructured) bool {
-	if live == nil {
-		return false
-	}
-	if live.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] != desired.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] {
-		return false
-	}
-	return isSubset(desired.Object, live.Object, "")
+// holdsRendering tells whether the live object was last applied from the
+// same rendering as desired (the hash annotation prepare sets), which
+// also catches fields day-one stopped rendering.
+func holdsRendering(desired *unstructured.Unstructured, live client.Object) bool {
+	return live != nil && live.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash] == desired.GetAnnotations()[cachev1alpha1.AnnotationAppliedHash]
 }
 
-// liveMeta is nil for an object that does not exist.
-func liveMeta(live *unstructured.Unstructured) metav1.Object {
-	if live == nil {
-		return nil
+// ourManagers are the field managers of the operator's own writes to the
+// objects day-one renders.
+var ourManagers = map[string]bool{FieldManager: true, AuthFieldManager: true, TLSFieldManager: true}
+
+// writtenByOthers tells whether anyone but the operator wrote the object
+// itself (not its status) at or after day-one's last apply, from its
+// managedFields: a write that sets a field records its manager and the
+// time, to the second (kubectl edit, patch, apply, a label someone adds,
+// which is not drift: the caller then compares the whole object once). An
+// object day-one never applied counts as written by others.
+//
+// A write that only removes fields leaves no entry of its own, so this
+// alone does not see it: knownVersions does, from the resourceVersion.
+func writtenByOthers(live client.Object) bool {
+	var ours *metav1.Time
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			ours = e.Time
+		}
 	}
-	return live
+	if ours == nil {
+		return true
+	}
+	for _, e := range live.GetManagedFields() {
+		if e.Subresource != "" || ourManagers[e.Manager] {
+			continue
+		}
+		if e.Time == nil || !e.Time.Before(ours) {
+			return true
+		}
+	}
+	return false
+}
+
+// knownVersions remembers, for each child, the resourceVersion at which
+// day-one last knew it to hold the rendering, so an unchanged object is
+// never read from the API server and a changed one is read once per
+// version. Any write changes the resourceVersion, one that removes a
+// field included; so does a status update (a StatefulSet whose pods
+// change is read again, once per version, while it changes).
+//
+// A child seen for the first time (after the operator started, or after
+// day-one applied it and forgot its version) is judged by its
+// managedFields alone: read whole only if someone else wrote it since
+// day-one's apply. The one change that misses is a write that only
+// removed fields, made while no operator was running: it is put back at
+// the object's next change or the cluster's next rendering change, not at
+// the operator's start (docs/scale.md).
+type knownVersions struct {
+	mu sync.Mutex
+	rv map[types.UID]string
+}
+
+// needsReading tells whether live must be read whole to know whether it
+// holds the rendering; a first sight that need not be read is recorded.
+func (v *knownVersions) needsReading(live client.Object) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	rv, seen := v.rv[live.GetUID()]
+	switch {
+	case seen:
+		return rv != live.GetResourceVersion()
+	case writtenByOthers(live):
+		return true
+	}
+	if v.rv == nil {
+		v.rv = map[types.UID]string{}
+	}
+	v.rv[live.GetUID()] = live.GetResourceVersion()
+	return false
+}
+
+func (v *knownVersions) add(o client.Object) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.rv == nil {
+		v.rv = map[types.UID]string{}
+	}
+	v.rv[o.GetUID()] = o.GetResourceVersion()
+}
+
+// forget drops what was known of a child: day-one applies it, or it was
+// deleted.
+func (v *knownVersions) forget(uid types.UID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.rv, uid)
+}
+
+// getCached reads an object of a kind the manager caches as the cache
+// holds it (stripped, cache.go), or nil when the cache does not hold it.
+// Kinds the scheme does not know (cert-manager's Certificate) are not
+// cached: nil.
+func (r *Reconciler) getCached(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, error) {
+	typed, err := r.Client.Scheme().New(gvk)
+	if err != nil {
+		return nil, nil
+	}
+	obj := typed.(client.Object)
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return obj, nil
 }
 
 // getLive reads an object through reader (the cache, or the API server
@@ -245,7 +389,11 @@ func (r *Reconciler) getLive(ctx context.Context, reader client.Reader, gvk sche
 	if err != nil {
 		return nil, err
 	}
-	return &unstructured.Unstructured{Object: content}, nil
+	u := &unstructured.Unstructured{Object: content}
+	// A typed read leaves the kind out; the comparison with the rendered
+	// object includes it.
+	u.SetGroupVersionKind(gvk)
+	return u, nil
 }
 
 // isSubset reports whether every field of want has the same value in got.
@@ -351,6 +499,7 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) error {
 		if err := r.Client.Delete(ctx, child, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("pruning %s %s: %w", kind, child.GetName(), err)
 		}
+		r.known.forget(child.GetUID())
 		s.pruned = append(s.pruned, kind+"/"+child.GetName())
 	}
 	if len(s.pruned) > 0 {

@@ -16,12 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -66,6 +64,10 @@ type Reconciler struct {
 	// TLSCADuration is the lifetime of the CA the operator keeps for a
 	// cluster with spec.tls and no issuer; zero means DefaultCADuration.
 	TLSCADuration time.Duration
+
+	// known: the versions of the children known to hold the rendering
+	// (apply.go).
+	known knownVersions
 }
 
 // DefaultWorkers is the day-one controller's default number of concurrent
@@ -413,53 +415,4 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 	}))
 	return b.Complete(r)
-}
-
-// CacheOptions limits the manager's cache to the objects cacheops labels as
-// its own, so the operator does not hold every Secret, ConfigMap and Pod of
-// the cluster in memory, and drops managedFields from every cached object:
-// no code reads them (server-side apply sends whole rendered objects, patches
-// are computed between two cached copies), and they are often the larger
-// part of a small object. Cached pods also lose the parts of their spec
-// nothing reads (stripPod). docs/scale.md.
-func CacheOptions() cache.Options {
-	owned := labels.SelectorFromSet(labels.Set{cachev1alpha1.LabelManagedBy: cachev1alpha1.ManagedByValue})
-	byObject := map[client.Object]cache.ByObject{}
-	for _, obj := range []client.Object{
-		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.Secret{},
-		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{},
-	} {
-		byObject[obj] = cache.ByObject{Label: owned}
-	}
-	byObject[&corev1.Pod{}] = cache.ByObject{Label: owned, Transform: stripPod}
-	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
-}
-
-// stripPod keeps of a pod what the operator reads from the cache: its
-// metadata without managedFields, its status, and of its spec the node,
-// the containers' names, images and arguments and the volumes' claims
-// (the backup-store pod is judged by them). Environment, probes, mounts,
-// security contexts, affinity and the rest go: the StatefulSet holds the
-// template, and no cached pod is ever written back whole (pods are
-// patched, deleted or read from the API server).
-func stripPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	pod.ManagedFields = nil
-	spec := corev1.PodSpec{NodeName: pod.Spec.NodeName}
-	for _, c := range pod.Spec.Containers {
-		spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name, Image: c.Image, Args: c.Args})
-	}
-	for _, c := range pod.Spec.InitContainers {
-		spec.InitContainers = append(spec.InitContainers, corev1.Container{Name: c.Name, Image: c.Image, Args: c.Args})
-	}
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim}})
-		}
-	}
-	pod.Spec = spec
-	return pod, nil
 }

@@ -239,6 +239,58 @@ func TestDriftIsRestored(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic-config"}, gotCM)).To(Succeed())
 		g.Expect(gotCM.Data["redis.conf"]).To(ContainSubstring("port 6379"))
 	}, timeout, interval).Should(Succeed())
+
+	// A merge patch of a NetworkPolicy (the cache holds no spec of it):
+	// its rules are applied again.
+	np := &networkingv1.NetworkPolicy{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, np)).To(Succeed())
+	want := np.Spec.DeepCopy()
+	patch := client.MergeFrom(np.DeepCopy())
+	np.Spec.Ingress = nil
+	g.Expect(k8s.Patch(ctx, np, patch, client.FieldOwner("kubectl-patch"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &networkingv1.NetworkPolicy{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, got)).To(Succeed())
+		g.Expect(got.Spec.Ingress).To(Equal(want.Ingress))
+	}, timeout, interval).Should(Succeed())
+}
+
+// TestALabelSomeoneAddsIsNotDrift: someone else's write that leaves what
+// day-one renders alone (a label of their own) makes day-one read the
+// object once and compare it whole, and write nothing.
+func TestALabelSomeoneAddsIsNotDrift(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cc := loadExample(t, "basic", ns)
+	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
+	g.Eventually(func(g Gomega) { markStatefulSetReady(g, ns, "basic") }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, 2*time.Second, interval).Should(Succeed())
+
+	start := mgrWrites.count()
+	path := "/api/v1/namespaces/" + ns + "/services/basic"
+	reads := mgrWrites.readsOf(path)
+	runs := reconcileCount()
+	svc := &corev1.Service{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, svc)).To(Succeed())
+	patch := client.MergeFrom(svc.DeepCopy())
+	metav1.SetMetaDataLabel(&svc.ObjectMeta, "team.example.com/owner", "payments")
+	g.Expect(k8s.Patch(ctx, svc, patch, client.FieldOwner("kubectl-label"))).To(Succeed())
+	g.Eventually(reconcileCount, timeout, interval).Should(BeNumerically(">", runs))
+	// More reconciles of the same cluster: the verified version is not
+	// read again.
+	poke(g, cc)
+	time.Sleep(time.Second)
+	g.Expect(mgrWrites.since(start)).To(BeEmpty(), "a label someone added is not drift")
+	g.Expect(mgrWrites.readsOf(path)-reads).To(Equal(1), "the Service someone else wrote is read once, then its version is known")
+	got := &corev1.Service{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "basic"}, got)).To(Succeed())
+	g.Expect(got.Labels).To(HaveKeyWithValue("team.example.com/owner", "payments"))
 }
 
 func TestDeleteRemovesChildrenAndPVCsUnlessRetained(t *testing.T) {

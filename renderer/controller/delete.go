@@ -34,6 +34,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cc *cachev1alpha1.Cach
 		if err := r.Client.Delete(ctx, child, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %s %s: %w", child.GetObjectKind().GroupVersionKind().Kind, child.GetName(), err)
 		}
+		r.known.forget(child.GetUID())
 	}
 
 	pvcs := 0

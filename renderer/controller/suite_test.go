@@ -41,16 +41,35 @@ var (
 )
 
 // writeCounter counts the manager's write requests to the API server, so a
-// test can prove that a steady state sends none.
+// test can prove that a steady state sends none, and its reads of single
+// objects by path.
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string
+	reads  map[string]int
 	total  atomic.Int64
+}
+
+// readsOf is how many times the manager read the object at path
+// (/api/v1/namespaces/NS/services/NAME).
+func (w *writeCounter) readsOf(path string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads[path]
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
+		case http.MethodGet:
+			if req.URL.Query().Get("watch") == "" {
+				w.mu.Lock()
+				if w.reads == nil {
+					w.reads = map[string]int{}
+				}
+				w.reads[req.URL.Path]++
+				w.mu.Unlock()
+			}
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 			if req.URL.Query().Get("dryRun") == "" {
 				w.total.Add(1)

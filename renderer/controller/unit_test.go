@@ -5,11 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
@@ -134,4 +137,66 @@ func TestEventNotesFitAnEvent(t *testing.T) {
 	g.Expect(len(got)).To(BeNumerically("<=", maxEventNote))
 	g.Expect(utf8.ValidString(got)).To(BeTrue())
 	g.Expect(got).To(HaveSuffix(" …"))
+}
+
+// TestKnownVersionsReadWhatChanged: a child is read whole from the API
+// server when it changed since day-one last knew it (any new
+// resourceVersion, a write that only removed fields included), or, when
+// first seen, when someone else wrote it at or after day-one's apply;
+// never when nothing changed.
+func TestKnownVersionsReadWhatChanged(t *testing.T) {
+	at := func(sec int) *metav1.Time {
+		tm := metav1.NewTime(time.Date(2026, 12, 3, 12, 0, sec, 0, time.UTC))
+		return &tm
+	}
+	ours := metav1.ManagedFieldsEntry{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: at(10)}
+	obj := func(uid, rv string, entries ...metav1.ManagedFieldsEntry) *corev1.Service {
+		s := &corev1.Service{}
+		s.UID, s.ResourceVersion, s.ManagedFields = types.UID(uid), rv, entries
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		live *corev1.Service
+		want bool
+	}{
+		{"only day-one applied it", obj("a", "1", ours), false},
+		{"the auth Secret's creator before day-one's apply", obj("b", "1", metav1.ManagedFieldsEntry{Manager: AuthFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: at(10)}, ours), false},
+		{"someone edited it after", obj("c", "1", ours, metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(11)}), true},
+		{"someone edited it in the same second", obj("d", "1", ours, metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(10)}), true},
+		{"someone wrote it before day-one's last apply", obj("e", "1", metav1.ManagedFieldsEntry{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(9)}, ours), false},
+		{"day-one never applied it", obj("f", "1", metav1.ManagedFieldsEntry{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(1)}), true},
+		{"no managedFields", obj("g", "1"), true},
+	} {
+		var known knownVersions
+		if got := known.needsReading(c.live); got != c.want {
+			t.Errorf("%s: first sight needsReading = %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	var known knownVersions
+	live := obj("x", "1", ours)
+	if known.needsReading(live) {
+		t.Fatal("first sight of an object only day-one wrote")
+	}
+	if known.needsReading(live) {
+		t.Error("the same version again")
+	}
+	// A write that removed a field: no entry of its own, a new version.
+	removed := obj("x", "2", ours)
+	if !known.needsReading(removed) {
+		t.Error("a new version of a known object must be read")
+	}
+	if !known.needsReading(removed) {
+		t.Error("until it was read and found to hold the rendering")
+	}
+	known.add(removed)
+	if known.needsReading(removed) {
+		t.Error("a version read and found to hold the rendering")
+	}
+	// Day-one applies it: judged afresh when seen.
+	known.forget("x")
+	if known.needsReading(obj("x", "3", ours)) {
+		t.Error("day-one's own new version, first seen")
+	}
 }
