@@ -180,7 +180,7 @@ func runInstall(t *testing.T, admin env, tc installCase) {
 	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&daytwo.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&daytwo.Reconciler{Namespaces: cacheOpts.DefaultNamespaces}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	// Checked after the manager stopped (defers run last in, first out),
