@@ -374,6 +374,12 @@ func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
 		b.ReportMetric(w.count/minutes, "writes_per_min_"+w.verb+"_"+w.resource)
 		b.Logf("  %s %s: %.1f per minute", w.verb, w.resource, w.count/minutes)
 	}
+	// And the reads, logged only: a watch that the API server ended
+	// after its timeout is started again (a read), which is not work the
+	// operator chose; a get is.
+	for _, r := range requestsByResource(before, after, true) {
+		b.Logf("  read: %s %s: %.0f in the window", r.verb, r.resource, r.count)
+	}
 }
 
 // settle waits for both controllers' queues to hold nothing to do now,

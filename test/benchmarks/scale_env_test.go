@@ -405,13 +405,21 @@ type resourceWrites struct {
 // writesByResource counts the manager's writes between two scrapes by
 // verb and resource (its cacheops_api_requests_total), most first.
 func writesByResource(before, after map[string]float64) []resourceWrites {
+	return requestsByResource(before, after, false)
+}
+
+// requestsByResource counts the manager's reads (get, list, watch) or
+// writes (every other verb) between two scrapes by verb and resource,
+// most first.
+func requestsByResource(before, after map[string]float64, reads bool) []resourceWrites {
 	var out []resourceWrites
 	for k, v := range after {
 		if !strings.HasPrefix(k, "cacheops_api_requests_total{") {
 			continue
 		}
 		verb, resource := label(k, "verb"), label(k, "resource")
-		if d := v - before[k]; d > 0 && verb != "get" && verb != "list" && verb != "watch" {
+		read := verb == "get" || verb == "list" || verb == "watch"
+		if d := v - before[k]; d > 0 && read == reads {
 			out = append(out, resourceWrites{verb: verb, resource: resource, count: d})
 		}
 	}
