@@ -82,7 +82,7 @@ bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devclust
 	go run ./hack/benchjson -out bench/failover.json -benchtime 10x -timeout 60m -tags e2e -- -bench BenchmarkFailover ./test/benchmarks/
 	go run ./hack/benchjson -out bench/upgrade.json -benchtime 3x -tags e2e -- -bench BenchmarkUpgrade ./test/benchmarks/
 	go run ./hack/benchjson -out bench/reshard.json -benchtime 1x -timeout 60m -tags e2e -- -bench BenchmarkReshard ./test/benchmarks/
-	go run ./hack/benchjson -out bench/backup.json -benchtime 3x -- -bench BenchmarkBackup ./dayTwo/backup/
+	go run ./hack/benchjson -out bench/backup.json -benchtime 3x -timeout 40m -- -bench BenchmarkBackup ./dayTwo/backup/
 	go run ./hack/benchjson -out bench/sharded-backup.json -benchtime 1x -timeout 60m -tags e2e -- -bench BenchmarkShardedBackup ./test/benchmarks/
 	go run ./hack/benchjson -out bench/scale.json -benchtime 1x -timeout 90m -tags e2e -- -bench '^BenchmarkScale$$' ./test/benchmarks/
 	go run ./hack/benchjson -out bench/scale-controlplane.json -benchtime 1x -timeout 60m -tags e2e -- -bench '^BenchmarkScaleControlPlane$$' ./test/benchmarks/
