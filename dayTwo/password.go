@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
@@ -25,11 +26,14 @@ func (r *Reconciler) password(ctx context.Context, cc *cachev1alpha1.CacheCluste
 	name, key := renderer.AuthSecretName(cc), renderer.DefaultSecretKey
 	s := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", missingSecret(fmt.Sprintf("Secret %s does not exist", name))
+		}
 		return "", err
 	}
 	pw := string(s.Data[key])
 	if pw == "" {
-		return "", fmt.Errorf("secret %s has no key %s", name, key)
+		return "", missingSecret(fmt.Sprintf("Secret %s has no key %s", name, key))
 	}
 	return pw, nil
 }

@@ -110,7 +110,7 @@ func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedNa
 		err := r.secretVersions.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
-			return "", fmt.Errorf("Secret %s does not exist", name)
+			return "", missingSecret(fmt.Sprintf("Secret %s does not exist", name))
 		case err == nil:
 			rv = m.ResourceVersion
 		default:
@@ -127,13 +127,13 @@ func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedNa
 	s := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("Secret %s does not exist", name)
+			return "", missingSecret(fmt.Sprintf("Secret %s does not exist", name))
 		}
 		return "", err
 	}
 	v := string(s.Data[key])
 	if v == "" {
-		return "", fmt.Errorf("Secret %s has no key %s", name, key)
+		return "", missingSecret(fmt.Sprintf("Secret %s has no key %s", name, key))
 	}
 	r.mu.Lock()
 	if r.namedSecrets == nil {
@@ -146,6 +146,12 @@ func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedNa
 	r.mu.Unlock()
 	return v, nil
 }
+
+// missingSecret: a Secret, or the key in it, is not there. Its creation
+// or change is watched, so a reconcile need not look again soon.
+type missingSecret string
+
+func (e missingSecret) Error() string { return string(e) }
 
 // secretRead is a value read from a Secret a spec names, at the
 // Secret's resourceVersion.

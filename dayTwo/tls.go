@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,9 @@ type clientTLS struct {
 func (r *Reconciler) certificateOf(ctx context.Context, cc *cachev1alpha1.CacheCluster) (*tls.Config, *x509.Certificate, error) {
 	sec := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cc.Namespace, Name: renderer.TLSSecretName(cc)}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, missingSecret(fmt.Sprintf("Secret %s does not exist", renderer.TLSSecretName(cc)))
+		}
 		return nil, nil, err
 	}
 	leaf, err := certificates.ParseCert(sec.Data[certificates.CertKey])
