@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 
@@ -97,7 +96,9 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	}); err != nil {
 		return err
 	}
-	var pending []*unstructured.Unstructured
+	// What to apply, by index into s.desired: the applies keep install
+	// order.
+	stale := make([]bool, len(s.desired))
 	var conflicts []string
 	var verify []int
 	for i, obj := range s.desired {
@@ -107,11 +108,9 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 		}
 		switch {
 		case !holdsRendering(obj, lives[i]):
-			pending = append(pending, obj)
+			stale[i] = true
 		case whole[i]:
-			if u := lives[i].(*unstructured.Unstructured); !isSubset(obj.Object, u.Object, "") {
-				pending = append(pending, obj)
-			}
+			stale[i] = !isSubset(obj.Object, lives[i].(*unstructured.Unstructured).Object, "")
 		case r.known.needsReading(lives[i]):
 			verify = append(verify, i)
 		}
@@ -123,7 +122,6 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	// rendering, or that someone else wrote: read it whole and compare
 	// what day-one renders with what it holds (drift). Each version is
 	// read once.
-	drifted := make([]bool, len(s.desired))
 	if err := concurrently(verify, func(i int) error {
 		obj := s.desired[i]
 		live, err := r.getLive(ctx, r.APIReader, obj.GroupVersionKind(), client.ObjectKeyFromObject(obj))
@@ -131,7 +129,8 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 		case err != nil:
 			return err
 		case live == nil || !isSubset(obj.Object, live.Object, ""):
-			drifted[i] = true
+			log.Info("Object changed by someone else; applying it again", "kind", obj.GetKind(), "name", obj.GetName())
+			stale[i] = true
 		default:
 			r.known.add(live)
 		}
@@ -139,10 +138,15 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	}); err != nil {
 		return err
 	}
-	for _, i := range verify {
-		if drifted[i] {
-			ctrl.LoggerFrom(ctx).Info("Object changed by someone else; applying it again", "kind", s.desired[i].GetKind(), "name", s.desired[i].GetName())
-			pending = append(pending, s.desired[i])
+	var pending []*unstructured.Unstructured
+	for i, obj := range s.desired {
+		if stale[i] {
+			pending = append(pending, obj)
+			if lives[i] != nil {
+				// Its next version is day-one's own: judged afresh
+				// from its managedFields when seen (needsReading).
+				r.known.forget(lives[i].GetUID())
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -166,13 +170,6 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 		return nil
 	}); err != nil {
 		return err
-	}
-	for i, obj := range s.desired {
-		if lives[i] != nil && slices.Contains(pending, obj) {
-			// Its next version is day-one's own: judged afresh from
-			// its managedFields when seen (needsReading).
-			r.known.forget(lives[i].GetUID())
-		}
 	}
 	for _, obj := range pending {
 		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
