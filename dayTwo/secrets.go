@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/renderer"
 )
 
 // The Secrets a team names in its spec (spec.auth.secretRef and each
@@ -103,7 +104,11 @@ func (r *Reconciler) clustersNaming(ctx context.Context, o client.Object) []reco
 // from the API server when its resourceVersion differs from the one read
 // last for this cluster, or is not known (no metadata cache: a narrow
 // test); a Secret the synced metadata cache does not have does not exist.
-func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedName, name, key string) (string, error) {
+func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedName, ref cachev1alpha1.SecretKeyRef) (string, error) {
+	name, key := ref.Name, ref.Key
+	if key == "" {
+		key = renderer.DefaultSecretKey
+	}
 	rv := ""
 	if r.secretVersions != nil {
 		m := secretMeta()
@@ -124,16 +129,9 @@ func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedNa
 	if ok && rv != "" && c.resourceVersion == rv {
 		return c.value, nil
 	}
-	s := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", missingSecret(fmt.Sprintf("Secret %s does not exist", name))
-		}
+	v, rv, err := readSecretKey(ctx, r.APIReader, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, key)
+	if err != nil {
 		return "", err
-	}
-	v := string(s.Data[key])
-	if v == "" {
-		return "", missingSecret(fmt.Sprintf("Secret %s has no key %s", name, key))
 	}
 	r.mu.Lock()
 	if r.namedSecrets == nil {
@@ -142,9 +140,26 @@ func (r *Reconciler) secretValue(ctx context.Context, cluster types.NamespacedNa
 	if r.namedSecrets[cluster] == nil {
 		r.namedSecrets[cluster] = map[string]secretRead{}
 	}
-	r.namedSecrets[cluster][memo] = secretRead{value: v, resourceVersion: s.ResourceVersion}
+	r.namedSecrets[cluster][memo] = secretRead{value: v, resourceVersion: rv}
 	r.mu.Unlock()
 	return v, nil
+}
+
+// readSecretKey reads one key of a Secret through reader, with its
+// resourceVersion; a Secret or key that is not there is a missingSecret.
+func readSecretKey(ctx context.Context, reader client.Reader, key client.ObjectKey, dataKey string) (value, resourceVersion string, err error) {
+	s := &corev1.Secret{}
+	if err := reader.Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", missingSecret(fmt.Sprintf("Secret %s does not exist", key.Name))
+		}
+		return "", "", err
+	}
+	v := string(s.Data[dataKey])
+	if v == "" {
+		return "", "", missingSecret(fmt.Sprintf("Secret %s has no key %s", key.Name, dataKey))
+	}
+	return v, s.ResourceVersion, nil
 }
 
 // missingSecret: a Secret, or the key in it, is not there. Its creation

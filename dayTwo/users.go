@@ -53,11 +53,7 @@ func (r *Reconciler) applyUsers(ctx context.Context, s *scope) error {
 	hashes := map[string]string{}
 	var missing []string
 	for _, u := range cc.Spec.Users {
-		key := u.PasswordSecret.Key
-		if key == "" {
-			key = renderer.DefaultSecretKey
-		}
-		pw, err := r.secretValue(ctx, s.key, u.PasswordSecret.Name, key)
+		pw, err := r.secretValue(ctx, s.key, u.PasswordSecret)
 		if err != nil {
 			missing = append(missing, fmt.Sprintf("user %s: %v", u.Name, err))
 			continue

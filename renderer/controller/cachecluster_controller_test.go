@@ -179,20 +179,25 @@ func TestStatusFollowsChildrenAndSpecChanges(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 }
 
+// runningAtRest waits until cc runs (its StatefulSet marked ready) and
+// the reconciles caused by the controller's own writes have ended.
+func runningAtRest(g Gomega, cc *cachev1alpha1.CacheCluster) {
+	g.Eventually(func(g Gomega) { markStatefulSetReady(g, cc.Namespace, cc.Name) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
+	}, 2*time.Second, interval).Should(Succeed())
+}
+
 func TestSteadyStateSendsNoWrites(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	g.Eventually(func(g Gomega) { markStatefulSetReady(g, ns, "basic") }, timeout, interval).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, timeout, interval).Should(Succeed())
-	// Let the reconciles caused by our own writes finish.
-	g.Consistently(func(g Gomega) {
-		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, 2*time.Second, interval).Should(Succeed())
+	runningAtRest(g, cc)
 
 	before := mgrWrites.count()
 	runsBefore := reconcileCount()
@@ -264,13 +269,7 @@ func TestALabelSomeoneAddsIsNotDrift(t *testing.T) {
 	ns := newNamespace(t)
 	cc := loadExample(t, "basic", ns)
 	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	g.Eventually(func(g Gomega) { markStatefulSetReady(g, ns, "basic") }, timeout, interval).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, timeout, interval).Should(Succeed())
-	g.Consistently(func(g Gomega) {
-		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
-	}, 2*time.Second, interval).Should(Succeed())
+	runningAtRest(g, cc)
 
 	start := mgrWrites.count()
 	path := "/api/v1/namespaces/" + ns + "/services/basic"
