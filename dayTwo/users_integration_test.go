@@ -156,9 +156,12 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
 
 	// A user whose Secret is missing.
+	// A merge patch, not an update: day-two writes status meanwhile, which
+	// changes the resourceVersion an update would have to match.
 	cc := c.get(g)
+	patch := client.MergeFrom(cc.DeepCopy())
 	cc.Spec.Users = append(cc.Spec.Users, cachev1alpha1.UserSpec{Name: "ghost", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "nowhere", Key: "password"}})
-	must(t, k8s.Update(ctx, cc))
+	must(t, k8s.Patch(ctx, cc, patch))
 	g.Eventually(func(g Gomega) {
 		cond := meta.FindStatusCondition(c.get(g).Status.Conditions, cachev1alpha1.ConditionUsersApplied)
 		g.Expect(cond).NotTo(BeNil())
@@ -170,8 +173,9 @@ func TestIntegrationUsersLiveAndRotation(t *testing.T) {
 
 	// Users removed.
 	cc = c.get(g)
+	patch = client.MergeFrom(cc.DeepCopy())
 	cc.Spec.Users = nil
-	must(t, k8s.Update(ctx, cc))
+	must(t, k8s.Patch(ctx, cc, patch))
 	g.Eventually(func(g Gomega) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: "cache-users"}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())

@@ -166,11 +166,12 @@ func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
 	userSecret(g, ns, "app-loader", "loader-pw-1")
 	cur := &cachev1alpha1.CacheCluster{}
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cc), cur)).To(Succeed())
+	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Spec.Users = append(cur.Spec.Users, cachev1alpha1.UserSpec{
 		Name: "loader", PasswordSecret: cachev1alpha1.SecretKeyRef{Name: "app-loader"}, Rules: "~w:* +@read +@write +wait -@dangerous",
 	})
 	added := time.Now()
-	g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+	g.Expect(k8s.Patch(ctx, cur, patch)).To(Succeed())
 	for name, ip := range ips {
 		g.Eventually(func() error { return auth(ip, "loader", "loader-pw-1") }, limits.PodRestart, limits.Poll).Should(Succeed(), "loader on %s", name)
 	}
