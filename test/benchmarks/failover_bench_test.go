@@ -142,25 +142,35 @@ type writer interface {
 // returns when.
 func ackedWrite(ctx context.Context, c writer, limit time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(limit)
+	var last error
 	for i := 0; time.Now().Before(deadline); i++ {
-		if tryWrite(ctx, c, i) {
+		if last = writeAcked(ctx, c, i); last == nil {
 			return time.Now(), nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return time.Time{}, fmt.Errorf("no acknowledged write within %s", limit)
+	return time.Time{}, fmt.Errorf("no acknowledged write within %s (last attempt: %v)", limit, last)
 }
 
 // tryWrite writes once and tells whether a replica acknowledged it (SET,
 // then WAIT 1).
-func tryWrite(ctx context.Context, c writer, i int) bool {
+func tryWrite(ctx context.Context, c writer, i int) bool { return writeAcked(ctx, c, i) == nil }
+
+// writeAcked writes once and says why a replica did not acknowledge it.
+func writeAcked(ctx context.Context, c writer, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := c.Set(ctx, "bench:"+strconv.Itoa(i), i, 0).Err(); err != nil {
-		return false
+		return fmt.Errorf("SET: %w", err)
 	}
 	n, err := c.Do(ctx, "WAIT", 1, 200).Int64()
-	return err == nil && n >= 1
+	switch {
+	case err != nil:
+		return fmt.Errorf("WAIT: %w", err)
+	case n < 1:
+		return fmt.Errorf("WAIT: no replica acknowledged within 200 ms")
+	}
+	return nil
 }
 
 func freePort(b *testing.B) int {
