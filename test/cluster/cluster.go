@@ -38,7 +38,19 @@ type Options struct {
 	// the kubelet does on its sync loop (up to about a minute there);
 	// default DefaultVolumeRefreshPeriod.
 	VolumeRefreshPeriod time.Duration
+	// NodeMonitorGracePeriod is how long kube-controller-manager waits for
+	// a node's heartbeat before it marks the node NotReady and evicts its
+	// pods; default DefaultNodeMonitorGracePeriod, short so that tests of
+	// a lost node end quickly. The nodes renew their lease every 10 s, so
+	// on a machine loaded enough to delay a renewal (hundreds of pods on
+	// two cores) the default marks healthy nodes NotReady: such runs set
+	// Kubernetes' own default, 50 s.
+	NodeMonitorGracePeriod time.Duration
 }
+
+// DefaultNodeMonitorGracePeriod is Options.NodeMonitorGracePeriod's
+// default.
+const DefaultNodeMonitorGracePeriod = 10 * time.Second
 
 // DefaultVolumeRefreshPeriod is Options.VolumeRefreshPeriod's default.
 const DefaultVolumeRefreshPeriod = 10 * time.Second

@@ -106,6 +106,10 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		cp.stop()
 		return nil, err
 	}
+	grace := o.NodeMonitorGracePeriod
+	if grace <= 0 {
+		grace = DefaultNodeMonitorGracePeriod
+	}
 	kcm := []string{
 		"--kubeconfig=" + cp.kubeconfig,
 		"--authentication-kubeconfig=" + cp.kubeconfig,
@@ -116,9 +120,10 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		"--use-service-account-credentials=false",
 		"--service-account-private-key-file=" + filepath.Join(certDir, "sa-signer.key"),
 		"--root-ca-file=" + ca,
-		// Quick reactions for tests: a silent node is NotReady after 10s.
+		// Quick reactions for tests: a silent node is NotReady after 10s
+		// (Options.NodeMonitorGracePeriod).
 		"--node-monitor-period=1s",
-		"--node-monitor-grace-period=10s",
+		"--node-monitor-grace-period=" + grace.String(),
 		"--concurrent-statefulset-syncs=10",
 		"--terminated-pod-gc-threshold=10",
 	}
