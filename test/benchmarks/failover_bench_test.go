@@ -377,6 +377,11 @@ type serviceClient struct {
 }
 
 func (s *serviceClient) resolve(ctx context.Context) error {
+	// Its own deadline, not the write's 500 ms: on a loaded API server a
+	// list takes longer than that, and a write that never reaches Redis
+	// measures the API server, not the failover.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	slices := &discoveryv1.EndpointSliceList{}
 	if err := s.k8s.List(ctx, slices, client.InNamespace(s.ns), client.MatchingLabels{discoveryv1.LabelServiceName: s.service}); err != nil {
 		return err
