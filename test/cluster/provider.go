@@ -433,7 +433,19 @@ func (r *podRuntime) supervise(c *containerRuntime) bool {
 		if !c.init {
 			go r.probe(probeCtx, c)
 		}
-		<-c.exited
+		select {
+		case <-c.exited:
+		case <-r.ctx.Done():
+			// The pod was stopped while this run was starting: stop saw
+			// no running process to signal and ended the pod's context
+			// (seen at 300 clusters: a pod stopped in the middle of a
+			// restart kept its process and the cluster's Stop waited
+			// for it forever). stop ends the context only after the
+			// processes it saw have exited, so this is that run.
+			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+			_ = syscall.Kill(-c.pid, syscall.SIGCONT)
+			<-c.exited
+		}
 		stopProbes()
 
 		p.mu.Lock()
