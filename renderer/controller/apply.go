@@ -171,56 +171,18 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) error {
 	}); err != nil {
 		return err
 	}
-	// The applies go in two waves, each all at once: what the workloads
-	// use (Secrets, ConfigMaps, Services, policies, certificates), then
-	// the workloads, so a pod never starts before what it mounts exists.
-	// One after the other in install order, a new cluster's eight
-	// applies were eight round trips; on an API server answering in half
-	// a second that was most of day-one's 3–4 s per new cluster at 300
-	// clusters (docs/scale.md).
-	for _, wave := range applyWaves(pending) {
-		if err := concurrently(wave, func(i int) error {
-			obj := pending[i]
-			err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
-				client.FieldOwner(FieldManager), client.ForceOwnership)
-			if err != nil {
-				return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
-			}
-			log.V(1).Info("Applied object", "kind", obj.GetKind(), "name", obj.GetName())
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
 	for _, obj := range pending {
+		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+			client.FieldOwner(FieldManager), client.ForceOwnership)
+		if err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
 		s.applied = append(s.applied, obj.GetKind()+"/"+obj.GetName())
+		log.V(1).Info("Applied object", "kind", obj.GetKind(), "name", obj.GetName())
 	}
 	r.Recorder.Eventf(s.cc, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d object(s): %s", len(s.applied), strings.Join(s.applied, ", "))
 	log.Info("Applied objects", "objects", s.applied)
 	return nil
-}
-
-// workloadKinds run pods: they are applied after everything else.
-var workloadKinds = map[string]bool{"StatefulSet": true, "Deployment": true, "DaemonSet": true, "ReplicaSet": true, "Job": true, "CronJob": true, "Pod": true}
-
-// applyWaves splits the objects (indexes into objs, install order kept
-// within each wave) into what workloads use and the workloads.
-func applyWaves(objs []*unstructured.Unstructured) [][]int {
-	var used, workloads []int
-	for i, obj := range objs {
-		if workloadKinds[obj.GetKind()] {
-			workloads = append(workloads, i)
-		} else {
-			used = append(used, i)
-		}
-	}
-	var waves [][]int
-	for _, w := range [][]int{used, workloads} {
-		if len(w) > 0 {
-			waves = append(waves, w)
-		}
-	}
-	return waves
 }
 
 // concurrently runs f for every index at once and returns the error of

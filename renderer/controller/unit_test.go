@@ -3,7 +3,6 @@ package controller
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -200,31 +199,4 @@ func TestKnownVersionsReadWhatChanged(t *testing.T) {
 	if known.needsReading(obj("x", "3", ours)) {
 		t.Error("day-one's own new version, first seen")
 	}
-}
-
-// A rendering is applied in two waves: everything the pods use, then the
-// StatefulSets, each wave in install order.
-func TestApplyWavesPutTheWorkloadsLast(t *testing.T) {
-	g := NewWithT(t)
-	cc := loadExample(t, "production", "ns")
-	objs, err := renderer.Render(cc, renderer.DefaultCapabilities())
-	g.Expect(err).NotTo(HaveOccurred())
-	waves := applyWaves(objs)
-	g.Expect(waves).To(HaveLen(2))
-	kinds := func(wave []int) []string {
-		var out []string
-		for _, i := range wave {
-			out = append(out, objs[i].GetKind())
-		}
-		return out
-	}
-	g.Expect(kinds(waves[0])).NotTo(ContainElement("StatefulSet"))
-	g.Expect(kinds(waves[0])).To(ContainElements("NetworkPolicy", "ConfigMap", "Service"))
-	g.Expect(kinds(waves[1])).To(HaveEach("StatefulSet"))
-	g.Expect(len(waves[0]) + len(waves[1])).To(Equal(len(objs)))
-	for _, w := range waves {
-		g.Expect(sort.IntsAreSorted(w)).To(BeTrue(), "install order within a wave: %v", w)
-	}
-	// Only workloads: one wave.
-	g.Expect(applyWaves(objs[waves[1][0] : waves[1][0]+1])).To(Equal([][]int{{0}}))
 }
