@@ -81,7 +81,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		CRDDirectories:   []string{filepath.Join(root, "charts", "cacheops", "crds")},
 		Nodes:            nodes,
 		Bridge:           "cacheopsscale",
-		PodCIDR:          "10.247.0.0/16",
+		PodCIDR:          "10.248.0.0/16", // its own: not the Argo CD suite's 10.247/16, whose routes a bridge left by a killed run would take
 		ControlPlaneOnly: controlPlaneOnly,
 		// Kubernetes' default, not the tests' 10 s: with 900 pods on two
 		// cores a lease renewal is late now and then, and at 10 s the
