@@ -179,9 +179,12 @@ func TestStatusFollowsChildrenAndSpecChanges(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 }
 
-// runningAtRest waits until cc runs (its StatefulSet marked ready) and
-// the reconciles caused by the controller's own writes have ended.
-func runningAtRest(g Gomega, cc *cachev1alpha1.CacheCluster) {
+// basicAtRest creates the basic example in a namespace of its own and
+// waits until it runs (its StatefulSet marked ready) and the reconciles
+// caused by the controller's own writes have ended.
+func basicAtRest(t *testing.T, g Gomega) *cachev1alpha1.CacheCluster {
+	cc := loadExample(t, "basic", newNamespace(t))
+	g.Expect(k8s.Create(context.Background(), cc)).To(Succeed())
 	g.Eventually(func(g Gomega) { markStatefulSetReady(g, cc.Namespace, cc.Name) }, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
@@ -189,15 +192,13 @@ func runningAtRest(g Gomega, cc *cachev1alpha1.CacheCluster) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(getCC(g, cc).Status.Phase).To(Equal(cachev1alpha1.PhaseRunning))
 	}, 2*time.Second, interval).Should(Succeed())
+	return cc
 }
 
 func TestSteadyStateSendsNoWrites(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	cc := loadExample(t, "basic", ns)
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	runningAtRest(g, cc)
+	cc := basicAtRest(t, g)
 
 	before := mgrWrites.count()
 	runsBefore := reconcileCount()
@@ -266,10 +267,8 @@ func TestDriftIsRestored(t *testing.T) {
 func TestALabelSomeoneAddsIsNotDrift(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	cc := loadExample(t, "basic", ns)
-	g.Expect(k8s.Create(ctx, cc)).To(Succeed())
-	runningAtRest(g, cc)
+	cc := basicAtRest(t, g)
+	ns := cc.Namespace
 
 	start := mgrWrites.count()
 	path := "/api/v1/namespaces/" + ns + "/services/basic"

@@ -206,11 +206,11 @@ func envInt(name string, def int) int {
 
 // redisHz is the benchmark's redis-servers' hz (SCALE_REDIS_HZ, default
 // 1). At Redis's default of 10 an idle server with the operator's probe
-// takes about 0.2 % of a core here (serverCron ten times a second, each
-// reading /proc for its memory figures): 900 of them took 1.3–1.7 of the
-// two cores before the operator or the control plane had any, and the
-// machine, not the operator, set every figure (docs/scale.md). At 1 it is
-// about 0.07 %. The lone cluster runs the same pods, so the ratios
+// took 0.19 % of a core in the fleet (serverCron ten times a second, each
+// reading /proc for its memory figures): about 1.7 of the two cores for
+// 900, before the operator or the control plane had any, and the
+// machine, not the operator, set every figure (docs/scale.md). At 1 it
+// took 0.09 %. The lone cluster runs the same pods, so the ratios
 // compare like with like; hz changes Redis's own timers (expiry, client
 // timeouts, noticing a finished BGSAVE), not the operator's probes.
 var redisHz = envInt("SCALE_REDIS_HZ", 1)

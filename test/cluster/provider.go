@@ -441,10 +441,17 @@ func (r *podRuntime) supervise(c *containerRuntime) bool {
 			// (seen at 300 clusters: a pod stopped in the middle of a
 			// restart kept its process and the cluster's Stop waited
 			// for it forever). stop ends the context only after the
-			// processes it saw have exited, so this is that run.
-			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
-			_ = syscall.Kill(-c.pid, syscall.SIGCONT)
-			<-c.exited
+			// processes it saw have exited, so a run still going is
+			// that one; a run stop saw has exited already (both cases
+			// ready at once: select picks either) and its reaped pid
+			// is not signalled.
+			select {
+			case <-c.exited:
+			default:
+				_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+				_ = syscall.Kill(-c.pid, syscall.SIGCONT)
+				<-c.exited
+			}
 		}
 		stopProbes()
 
