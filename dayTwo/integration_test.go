@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +82,38 @@ func TestIntegrationFailover(t *testing.T) {
 	t.Logf("failover %s→%s; %d acknowledged writes checked on %s", old, master, checked, master)
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 	g.Expect(labels.Max()).To(Equal(1), "two pods carried the master label at once")
+}
+
+// A master that stops answering for longer than the probe timeout but
+// answers the last look taken before a failover (it was slow, as on a
+// loaded node) stays master: no failover, a MasterSlow Event, the writes
+// go on. Probe timeout 2 s: the master is judged down 1.5–2 s after it
+// froze, and the last look waits 2 s more; it runs again at 2.6 s.
+func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOpts{subnet: 33, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
+		s.HighAvailability.ProbeTimeoutSeconds = 2
+	}})
+	g := NewWithT(t)
+	master := c.waitReplicating(g)
+	w := c.startWriter()
+	w.waitAcked(g, 200)
+
+	pid := c.redis[master].pid()
+	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+	time.Sleep(2600 * time.Millisecond)
+	g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.events(g)[cachev1alpha1.EventMasterSlow]).To(ContainElement(ContainSubstring(master + " missed its probes for more than 2s")))
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	w.waitAcked(g, 100)
+	g.Expect(c.get(g).Status.CurrentMaster).To(Equal(master))
+	g.Expect(c.events(g)).NotTo(HaveKey(cachev1alpha1.EventFailoverStarted))
+	c.expectReplicating(g, master, c.pods)
+	checked, lost := w.lostOn(g, master)
+	t.Logf("%d acknowledged writes checked on %s", checked, master)
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 }
 
 // A replica made master by hand is made a replica of the recorded master

@@ -14,6 +14,11 @@ var (
 		Help: "Completed failovers by cluster.",
 	}, []string{"namespace", "cluster"})
 
+	failoversAverted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cacheops_failovers_averted_total",
+		Help: "Masters that missed their probes past the probe timeout but answered the last look before a failover, by cluster.",
+	}, []string{"namespace", "cluster"})
+
 	failoverDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "cacheops_failover_duration_seconds",
 		Help:    "Time from recording a failover to its completion.",
@@ -79,7 +84,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(failovers, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
+	metrics.Registry.MustRegister(failovers, failoversAverted, failoverDuration, podRole, replicationLag, podReachable, switchovers, podRestarts, upgradeDuration,
 		backupDuration, backupSize, backupLastSuccess, backupInterval, servedExpiry)
 }
 
@@ -120,6 +125,7 @@ func forgetMetrics(key types.NamespacedName) {
 	podReachable.DeletePartialMatch(labels)
 	probe.ForgetMetrics(key)
 	failovers.DeletePartialMatch(labels)
+	failoversAverted.DeletePartialMatch(labels)
 	failoverDuration.DeletePartialMatch(labels)
 	switchovers.DeletePartialMatch(labels)
 	podRestarts.DeletePartialMatch(labels)

@@ -44,6 +44,15 @@ func (r *Reconciler) refresh(ctx context.Context, s *scope, a plan.Action) error
 		}()
 	}
 	wg.Wait()
+	if a.Master != "" {
+		// The last look before a failover (plan.planMasterDown): a
+		// master that answered it is slow, and stays master.
+		if o := r.Prober.Observations(s.key)[a.Master]; o.Reachable {
+			failoversAverted.WithLabelValues(s.key.Namespace, s.key.Name).Inc()
+			s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "Probe",
+				"%s missed its probes for more than %s but answered a look that waited %s: not failed over", a.Master, s.snap.ProbeTimeout, s.snap.ProbeTimeout)
+		}
+	}
 	return nil
 }
 

@@ -54,8 +54,9 @@ type Action struct {
 	Type ActionType
 	// Pod the action is about.
 	Pod string
-	// Master is the pod Pod must follow (Repoint, Fence) or the failed
-	// master (StartFailover).
+	// Master is the pod Pod must follow (Repoint, Fence), the failed
+	// master (StartFailover), or the master given its last look before a
+	// failover (Refresh).
 	Master string
 	Reason string
 	// Values are what Approve, StartOperation and Rollback approve.

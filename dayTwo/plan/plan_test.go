@@ -27,9 +27,12 @@ func probedAt(p PodState, t time.Time) PodState {
 	return p
 }
 
+// down: p has not answered for since, and its most patient probe waited
+// as long in vain.
 func down(p PodState, since time.Duration) PodState {
 	p.Obs.Reachable = false
 	p.Obs.LastSeen = now.Add(-since)
+	p.Obs.MissedWait = since
 	return p
 }
 
@@ -149,6 +152,18 @@ func TestPlan(t *testing.T) {
 				pod("c-2", ip2, "slave", ip0, "replica", 110, 10),
 			}},
 			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			name: "a master down past the timeout whose probes each waited less: a last look that waits the timeout first",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				func() PodState {
+					p := down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second)
+					p.Obs.MissedWait = 500 * time.Millisecond
+					return p
+				}(),
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionRefresh, Pods: []string{"c-0"}, Master: "c-0"},
 		},
 		{
 			name: "equal offsets: the lowest ordinal wins",
@@ -534,6 +549,8 @@ func TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure(t *testing.T) {
 	g.Expect(Next(s).Type).NotTo(Equal(ActionStartFailover))
 	s.Pods[0].Obs.FailingSince = now.Add(-1500 * time.Millisecond)
 	g.Expect(s.down("c-0")).To(BeTrue(), "failing for longer than the timeout")
+	g.Expect(Next(s).Type).To(Equal(ActionRefresh), "no probe waited the whole timeout yet")
+	s.Pods[0].Obs.MissedWait = time.Second
 	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
 }
 

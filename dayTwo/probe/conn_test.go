@@ -144,6 +144,37 @@ func TestAFrozenPodTimesOutOnAnOpenConnection(t *testing.T) {
 	g.Expect(probe(context.Background(), c, target, time.Second, time.Second).Reachable).To(BeTrue())
 }
 
+// TestASlowPodAnswersAPatientLook: a process that answers later than a
+// periodic probe waits, but within the probe timeout, fails the periodic
+// probe and answers the look that waits the timeout; a refused connection
+// fails that look at once.
+func TestASlowPodAnswersAPatientLook(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.10", "")
+	target := Target{Pod: "c-0", IP: s.ip}
+	c := newConn(s.ip, access.Config{})
+	defer c.close()
+	g.Expect(probe(context.Background(), c, target, time.Second, time.Second).Reachable).To(BeTrue())
+
+	g.Expect(s.cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
+	o := probe(context.Background(), c, target, 200*time.Millisecond, time.Second)
+	g.Expect(o.Reachable).To(BeFalse())
+	g.Expect(o.MissedWait).To(Equal(200 * time.Millisecond))
+	// The process runs again 300 ms into a look that waits 5 s.
+	thawed := time.AfterFunc(300*time.Millisecond, func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) })
+	defer thawed.Stop()
+	look := ProbeOnce(context.Background(), target, access.Config{}, 5*time.Second)
+	g.Expect(look.Reachable).To(BeTrue(), look.Err)
+	g.Expect(look.MissedWait).To(BeZero())
+
+	s.kill()
+	start := time.Now()
+	look = ProbeOnce(context.Background(), target, access.Config{}, 5*time.Second)
+	g.Expect(look.Reachable).To(BeFalse())
+	g.Expect(look.MissedWait).To(Equal(5*time.Second), "a refusal counts the whole deadline")
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "and ends at once")
+}
+
 // TestARestartedPodIsSeenAtOnce: the connection of a server that was
 // killed and started again is broken; the probe dials again and sees the
 // new run, not a moment of unreachability a new connection would not

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ func probe(ctx context.Context, c *conn, t Target, timeout, period time.Duration
 	info, err := c.do(ctx, infoCommand, timeout, period)
 	if err != nil {
 		o.Err = err.Error()
+		if !errors.Is(err, errBackoff) && ctx.Err() == nil {
+			o.MissedWait = timeout
+		}
 		return o
 	}
 	o.Reachable, o.LastSeen = true, time.Now()

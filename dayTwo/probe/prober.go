@@ -27,6 +27,15 @@ type Observation struct {
 	LastSeen     time.Time
 	FailingSince time.Time
 	Err          string
+	// MissedWait is, for a pod that does not answer, the longest a probe
+	// of it waited in vain since it last answered: the deadline of the
+	// most patient probe that failed (a refused connection counts its
+	// whole deadline, as waiting would not have changed it; a probe held
+	// back by the redial backoff waited nothing). The planner fails a
+	// master over only after a probe that waited the whole probe timeout
+	// (the periodic ones wait two periods, half of it): a master that
+	// answers slower than that, but within the timeout, is slow, not down.
+	MissedWait time.Duration
 	// ProbedAt is when the probe was sent: an answer to an older probe
 	// never replaces what a newer one saw.
 	ProbedAt time.Time
@@ -397,13 +406,19 @@ func (cp *clusterProbe) record(o Observation) bool {
 	}
 	if had && o.ProbedAt.Before(prev.ProbedAt) {
 		// A periodic probe sent before a step and recorded after the
-		// look the step took at its effect (Refresh) is stale.
-		return false
+		// look the step took at its effect (Refresh) is stale. A patient
+		// look (Refresh) that ends after the periodic probes sent during
+		// it still tells how long the pod was waited for, or that it
+		// answered then.
+		return cp.recordStale(prev, o)
 	}
 	if !o.Reachable {
 		o.FailingSince = o.ProbedAt
 		if had && !prev.Reachable && !prev.FailingSince.IsZero() {
 			o.FailingSince = prev.FailingSince
+		}
+		if had && !prev.Reachable {
+			o.MissedWait = max(o.MissedWait, prev.MissedWait)
 		}
 	}
 	if !o.Reachable && had {
@@ -439,6 +454,27 @@ func (cp *clusterProbe) record(o Observation) bool {
 	// that never answered yet (starting), does not wake the controller
 	// every period.
 	return !had || significant(prev, o) || (!o.Reachable && o.Role == "master")
+}
+
+// recordStale keeps, of an observation older than the pod's latest, what
+// is still news: an answer received after the latest (unreachable) look
+// was sent, or a longer wait in vain. It tells whether the planner must
+// hear of it. The caller holds cp.mu.
+func (cp *clusterProbe) recordStale(prev, o Observation) bool {
+	switch {
+	case prev.Reachable:
+		return false
+	case o.Reachable && o.LastSeen.After(prev.ProbedAt):
+		// The pod answered after the probe that says it does not was
+		// sent: it is alive, and the waiting starts over.
+		prev.LastSeen, prev.MissedWait = o.LastSeen, 0
+	case !o.Reachable && o.MissedWait > prev.MissedWait:
+		prev.MissedWait = o.MissedWait
+	default:
+		return false
+	}
+	cp.results[prev.Pod] = prev
+	return true
 }
 
 // masterUnreachable tells whether a pod last seen as master did not

@@ -96,6 +96,43 @@ func TestAPodsFailuresAreTimedFromTheFirst(t *testing.T) {
 	g.Expect(fail(t0.Add(3*time.Second)).FailingSince).To(Equal(t0.Add(3*time.Second)), "a new run of failures")
 }
 
+// TestTheLongestWaitInVainIsKept: an unreachable pod carries the longest
+// deadline its probes waited in vain since it last answered, also from a
+// patient look recorded after shorter periodic probes sent during it; an
+// answer, even one recorded late, starts the waiting over.
+func TestTheLongestWaitInVainIsKept(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	miss := func(at time.Time, wait time.Duration) bool {
+		return cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: at, MissedWait: wait, Err: "i/o timeout"})
+	}
+	cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0, Reachable: true, LastSeen: t0, Role: "master"})
+	miss(t0.Add(250*time.Millisecond), 500*time.Millisecond)
+	miss(t0.Add(500*time.Millisecond), 0) // held back by the backoff
+	g.Expect(cp.results["c-0"].MissedWait).To(Equal(500 * time.Millisecond))
+
+	// A look of 1 s sent at 1.0 s, recorded after the periodic probe sent
+	// at 1.25 s: stale, but its wait counts.
+	miss(t0.Add(1250*time.Millisecond), 500*time.Millisecond)
+	g.Expect(miss(t0.Add(time.Second), time.Second)).To(BeTrue(), "the planner hears of the longer wait")
+	g.Expect(cp.results["c-0"].MissedWait).To(Equal(time.Second))
+	g.Expect(cp.results["c-0"].ProbedAt).To(Equal(t0.Add(1250*time.Millisecond)), "the newer probe stays the latest")
+
+	// The same look answering at 1.6 s instead: the pod is alive then.
+	cp.results["c-0"] = Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(1250 * time.Millisecond), LastSeen: t0, MissedWait: 500 * time.Millisecond, Role: "master"}
+	g.Expect(cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(time.Second), Reachable: true, LastSeen: t0.Add(1600 * time.Millisecond)})).To(BeTrue())
+	g.Expect(cp.results["c-0"].LastSeen).To(Equal(t0.Add(1600 * time.Millisecond)))
+	g.Expect(cp.results["c-0"].MissedWait).To(BeZero())
+
+	// A stale answer older than the latest failure says nothing new.
+	g.Expect(cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(100 * time.Millisecond), Reachable: true, LastSeen: t0.Add(200 * time.Millisecond)})).To(BeFalse())
+
+	cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(2 * time.Second), Reachable: true, LastSeen: t0.Add(2 * time.Second)})
+	miss(t0.Add(3*time.Second), 500*time.Millisecond)
+	g.Expect(cp.results["c-0"].MissedWait).To(Equal(500*time.Millisecond), "a new run of failures starts from its own probes")
+}
+
 // TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
 // woken when a pod's answer changes; a master that does not answer wakes
 // it every round (its failure is timed), while a replica that stays down,
