@@ -26,12 +26,13 @@ func (r *podRuntime) probe(ctx context.Context, c *containerRuntime) {
 		}
 		failures := int32(0)
 		for {
-			if r.check(ctx, c, sp) == nil {
+			err := r.check(ctx, c, sp)
+			if err == nil {
 				break
 			}
 			failures++
 			if failures >= threshold(sp.FailureThreshold, 3) {
-				r.kill(c, "startup probe failed")
+				r.kill(c, fmt.Sprintf("startup probe failed %d times, the last: %v", failures, err))
 				return
 			}
 			if !sleepCtx(ctx, seconds(sp.PeriodSeconds, 10)) {
@@ -51,10 +52,10 @@ func (r *podRuntime) probe(ctx context.Context, c *containerRuntime) {
 			}
 			failures := int32(0)
 			for {
-				if r.check(ctx, c, lp) == nil {
+				if err := r.check(ctx, c, lp); err == nil {
 					failures = 0
 				} else if failures++; failures >= threshold(lp.FailureThreshold, 3) {
-					r.kill(c, "liveness probe failed")
+					r.kill(c, fmt.Sprintf("liveness probe failed %d times, the last: %v", failures, err))
 					return
 				}
 				if !sleepCtx(ctx, seconds(lp.PeriodSeconds, 10)) {
