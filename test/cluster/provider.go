@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -38,7 +39,10 @@ type provider struct {
 	secrets    corev1listers.SecretLister
 	configMaps corev1listers.ConfigMapLister
 	podLister  corev1listers.PodLister
-	env        *envResolver
+	// halted: stopAll ran (the machine lost power); resync starts
+	// nothing any more.
+	halted bool
+	env    *envResolver
 	// api lets pods reach the API server (nil: they cannot).
 	api *apiAccess
 
@@ -108,8 +112,17 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	p.mu.Lock()
 	key := podKey(pod.Namespace, pod.Name)
 	if old, ok := p.pods[key]; ok {
+		stopping, oldPod := old.deleting, old.snapshot()
 		p.mu.Unlock()
 		if old.pod.UID != pod.UID {
+			if !stopping {
+				// The predecessor is gone from the API server without
+				// this node being told to stop it (virtual-kubelet
+				// removed it, or its deletion was missed): stop it now,
+				// or its successor would wait for it forever.
+				log.L.Infof("pod %s: %s replaces %s, which still runs here; stopping it", key, pod.UID, old.pod.UID)
+				_ = p.DeletePod(context.Background(), oldPod)
+			}
 			p.createAfter(old, pod)
 		}
 		return nil
@@ -245,13 +258,29 @@ func (p *provider) forget(r *podRuntime) {
 	p.mu.Unlock()
 }
 
+// GetPod returns the pod this node runs under that name. A runtime whose
+// pod the API server no longer holds (a StatefulSet recreated the pod
+// under the same name while this one stops) is not that pod: virtual-kubelet
+// compares what GetPod returns with the new pod without its UID, and would
+// take the new pod for one that already runs and never create it.
 func (p *provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r, ok := p.pods[podKey(ns, name)]; ok {
-		return r.snapshot(), nil
+	r, ok := p.pods[podKey(ns, name)]
+	var pod *corev1.Pod
+	if ok {
+		pod = r.snapshot()
 	}
-	return nil, errdefs.NotFoundf("pod %s/%s is not on this node", ns, name)
+	lister := p.podLister
+	p.mu.Unlock()
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", ns, name)
+	}
+	if lister != nil {
+		if live, err := lister.Pods(ns).Get(name); err == nil && live.UID != pod.UID {
+			return nil, errdefs.NotFoundf("pod %s/%s on this node is %s, a predecessor of %s", ns, name, pod.UID, live.UID)
+		}
+	}
+	return pod, nil
 }
 
 func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
@@ -275,6 +304,7 @@ func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
 // stopAll kills every process at once, as a machine that loses power would.
 func (p *provider) stopAll() {
 	p.mu.Lock()
+	p.halted = true
 	pods := make([]*podRuntime, 0, len(p.pods))
 	for _, r := range p.pods {
 		r.deleting = true
@@ -857,8 +887,14 @@ func (p *provider) resync(ctx context.Context) {
 		if lister == nil {
 			continue
 		}
+		p.startMissed(lister)
 		for _, r := range pods {
 			live, err := lister.Pods(r.pod.Namespace).Get(r.pod.Name)
+			if err == nil && live.UID != r.pod.UID && live.Spec.NodeName == p.node && live.DeletionTimestamp.IsZero() {
+				// Its successor waits until this one stopped (createAfter
+				// does nothing when it already waits).
+				p.createAfter(r, live)
+			}
 			if err != nil || live.UID != r.pod.UID {
 				continue
 			}
@@ -884,6 +920,38 @@ func (p *provider) resync(ctx context.Context) {
 		}
 	}
 }
+
+// startMissed creates the pods bound to this node that it does not run and
+// that virtual-kubelet did not hand it (created more than missedAfter ago,
+// not being deleted, not finished): a missed hand-over would leave them
+// Pending for good.
+func (p *provider) startMissed(lister corev1listers.PodLister) {
+	live, err := lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range live {
+		if pod.Spec.NodeName != p.node || !pod.DeletionTimestamp.IsZero() || time.Since(pod.CreationTimestamp.Time) < missedAfter ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		p.mu.Lock()
+		_, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+		halted := p.halted
+		p.mu.Unlock()
+		if halted {
+			return
+		}
+		if !ok {
+			log.L.Infof("resync: pod %s/%s (%s) is bound to %s but was never handed to it; creating it", pod.Namespace, pod.Name, pod.UID, p.node)
+			_ = p.CreatePod(context.Background(), pod)
+		}
+	}
+}
+
+// missedAfter is how long a pod bound to this node may wait for
+// virtual-kubelet to hand it over before resync creates it.
+const missedAfter = 15 * time.Second
 
 // writeStatus replaces the status of the live pod with ours, guarded by the
 // live object's resourceVersion and UID.
