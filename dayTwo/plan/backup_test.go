@@ -100,7 +100,11 @@ func TestPlanBackups(t *testing.T) {
 
 	// A failed master pre-empts a backup.
 	s = backingUp(cluster(3, 0), BackupState{Name: "b", Exists: true, Phase: cachev1alpha1.BackupRunning, Running: true})
-	s = setPod(s, "c-0", func(p *PodState) { p.Obs.Reachable = false; p.Obs.LastSeen = now.Add(-time.Minute); p.Obs.MissedWait = time.Minute })
+	s = setPod(s, "c-0", func(p *PodState) {
+		p.Obs.Reachable = false
+		p.Obs.LastSeen = now.Add(-time.Minute)
+		p.Obs.MissedWait = time.Minute
+	})
 	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
 }
 
