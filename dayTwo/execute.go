@@ -19,6 +19,7 @@ import (
 var executors = map[plan.ActionType]func(*Reconciler, context.Context, *scope, plan.Action) error{
 	plan.ActionBootstrap:        (*Reconciler).bootstrap,
 	plan.ActionRefresh:          (*Reconciler).refresh,
+	plan.ActionLastLook:         (*Reconciler).lastLook,
 	plan.ActionStartFailover:    (*Reconciler).startFailover,
 	plan.ActionUnlabel:          (*Reconciler).unlabel,
 	plan.ActionLabelMaster:      (*Reconciler).labelMaster,

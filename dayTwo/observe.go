@@ -113,6 +113,7 @@ func (r *Reconciler) observePods(_ context.Context, s *scope) error {
 	}
 	recordMetrics(s.key, cc.Status.CurrentMaster, states)
 	s.snap = r.snapshot(cc, states, timeout)
+	r.reportAnsweredLooks(s)
 	if s.certificate != nil {
 		s.snap.TLS = r.tlsSnapshot(s.key, s.certificate)
 	}

@@ -44,16 +44,29 @@ func (r *Reconciler) refresh(ctx context.Context, s *scope, a plan.Action) error
 		}()
 	}
 	wg.Wait()
-	if a.Master != "" {
-		// The last look before a failover (plan.planMasterDown): a
-		// master that answered it is slow, and stays master.
-		if o := r.Prober.Observations(s.key)[a.Master]; o.Reachable {
-			failoversAverted.WithLabelValues(s.key.Namespace, s.key.Name).Inc()
-			s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "Probe",
-				"%s missed its probes for more than %s but answered a look that waited %s: not failed over", a.Master, s.snap.ProbeTimeout, s.snap.ProbeTimeout)
-		}
-	}
 	return nil
+}
+
+// lastLook starts the last look at the master before a failover
+// (plan.planMasterDown), in the background; its end wakes the controller,
+// and reportAnsweredLooks tells of a master that answered it.
+func (r *Reconciler) lastLook(_ context.Context, s *scope, a plan.Action) error {
+	p, ok := s.snap.Pod(a.Pod)
+	if !ok || p.IP == "" {
+		return fmt.Errorf("pod %s has no address", a.Pod)
+	}
+	r.Prober.Look(s.key, probe.Target{Pod: p.Name, IP: p.IP, Cluster: s.cc.IsSharded()}, s.snap.ProbeTimeout)
+	return nil
+}
+
+// reportAnsweredLooks tells of the masters that answered their last look
+// before a failover: slow, not down, and still master.
+func (r *Reconciler) reportAnsweredLooks(s *scope) {
+	for _, pod := range r.Prober.TakeAnsweredLooks(s.key) {
+		failoversAverted.WithLabelValues(s.key.Namespace, s.key.Name).Inc()
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "Probe",
+			"%s missed its probes for more than %s but answered a look that waited %s: not failed over", pod, s.snap.ProbeTimeout, s.snap.ProbeTimeout)
+	}
 }
 
 // startFailover records the failover (from, to) before any step of it; a

@@ -497,11 +497,12 @@ type HighAvailabilitySpec struct {
 
 	// ProbeTimeoutSeconds is how long the master may stay unreachable
 	// before it is considered failed. The periodic probes (every quarter
-	// of it) wait half of it for an answer; a master that misses them
-	// for longer than this gets one last look that waits this long before
-	// a failover, so a master that answers slowly but within it (a loaded
-	// node) stays master. A stopped process refuses that look at once; a
-	// frozen or cut-off one is failed over after up to twice this.
+	// of it, at most every 2 s) wait two periods for an answer; a master
+	// that misses them for longer than this gets one last look that waits
+	// this long before a failover, so a master that answers slowly but
+	// within it (a loaded node) stays master. A stopped process refuses
+	// that look at once; a frozen or cut-off one is failed over after
+	// about twice this.
 	// +optional
 	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=1

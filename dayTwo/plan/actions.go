@@ -43,6 +43,10 @@ const (
 	// ActionRefresh probes Pods again now: the next decision needs what
 	// they answer after a moment the snapshot's observations predate.
 	ActionRefresh ActionType = "Refresh"
+	// ActionLastLook starts, in the background, one probe of the master
+	// Pod that waits the whole probe timeout, before a failover: a
+	// master that answers it is slow, not down (planMasterDown).
+	ActionLastLook ActionType = "LastLook"
 	// ActionRecreate deletes a pod that stayed not-Ready too long; its
 	// StatefulSet makes a new one on the same volume (and so in the same
 	// zone, which the volume's node affinity enforces).
@@ -54,9 +58,8 @@ type Action struct {
 	Type ActionType
 	// Pod the action is about.
 	Pod string
-	// Master is the pod Pod must follow (Repoint, Fence), the failed
-	// master (StartFailover), or the master given its last look before a
-	// failover (Refresh).
+	// Master is the pod Pod must follow (Repoint, Fence) or the failed
+	// master (StartFailover).
 	Master string
 	Reason string
 	// Values are what Approve, StartOperation and Rollback approve.

@@ -86,14 +86,16 @@ func (w *foWorld) apply(a Action) error {
 		s.Operation = op
 	case ActionRefresh:
 		for _, name := range a.Pods {
-			w.set(name, func(p *PodState) {
-				p.Obs.ProbedAt = s.Now
-				if !p.Obs.Reachable {
-					// A frozen pod keeps the look waiting its whole deadline.
-					p.Obs.MissedWait = max(p.Obs.MissedWait, s.ProbeTimeout)
-				}
-			})
+			w.set(name, func(p *PodState) { p.Obs.ProbedAt = s.Now })
 		}
+	case ActionLastLook:
+		w.set(a.Pod, func(p *PodState) {
+			p.Obs.ProbedAt = s.Now
+			if !p.Obs.Reachable {
+				// A frozen pod keeps the look waiting its whole deadline.
+				p.Obs.MissedWait = max(p.Obs.MissedWait, s.ProbeTimeout)
+			}
+		})
 	case ActionUnlabel, ActionLabelMaster, ActionLabelReplica, ActionPromote:
 		applyRoleStep(s, a)
 	case ActionRepoint, ActionFence:

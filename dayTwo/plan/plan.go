@@ -75,12 +75,19 @@ func planMasterDown(s Snapshot) Action {
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
 	}
 	if m, ok := s.Pod(s.CurrentMaster); ok && !m.Deleting && m.Observed && m.Obs.MissedWait < s.ProbeTimeout {
-		// The periodic probes wait two probe periods for an answer, half
-		// the timeout: a master that answers within the timeout, only
-		// slower (a loaded node), misses every one of them. One look that
-		// waits the whole timeout tells slow from down before the roles
-		// move; a dead process refuses it at once.
-		return Action{Type: ActionRefresh, Pods: []string{m.Name}, Master: m.Name, Reason: fmt.Sprintf("master %s has not answered for more than %s: a last look that waits %s before failing over", m.Name, s.ProbeTimeout, s.ProbeTimeout)}
+		// The periodic probes wait two probe periods for an answer (half
+		// the timeout, at most 4 s): a master that answers within the
+		// timeout, only slower (a loaded node), misses every one of them.
+		// One look that waits the whole timeout tells slow from down
+		// before the roles move; a dead process refuses it at once. It
+		// runs in the background (LastLook), so a worker does not wait
+		// the timeout out.
+		if !m.Obs.LookingSince.IsZero() {
+			// Its end wakes the controller; the deadline is a fallback.
+			return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
+				Reason: fmt.Sprintf("a last look at master %s waits up to %s before failing over", m.Name, s.ProbeTimeout)}
+		}
+		return Action{Type: ActionLastLook, Pod: m.Name, Reason: fmt.Sprintf("master %s has not answered for more than %s: a last look that waits %s before failing over", m.Name, s.ProbeTimeout, s.ProbeTimeout)}
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 }

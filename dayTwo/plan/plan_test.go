@@ -163,7 +163,20 @@ func TestPlan(t *testing.T) {
 				}(),
 				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
 			}},
-			want: Action{Type: ActionRefresh, Pods: []string{"c-0"}, Master: "c-0"},
+			want: Action{Type: ActionLastLook, Pod: "c-0"},
+		},
+		{
+			name: "the master's last look is in flight: wait for it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				func() PodState {
+					p := down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second)
+					p.Obs.MissedWait = 500 * time.Millisecond
+					p.Obs.LookingSince = now.Add(-300 * time.Millisecond)
+					return p
+				}(),
+				pod("c-1", ip1, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true, Until: now.Add(-300*time.Millisecond + 2*time.Second)},
 		},
 		{
 			name: "equal offsets: the lowest ordinal wins",
@@ -549,7 +562,7 @@ func TestAMasterNotSeenSinceARestartIsJudgedFromItsFirstFailure(t *testing.T) {
 	g.Expect(Next(s).Type).NotTo(Equal(ActionStartFailover))
 	s.Pods[0].Obs.FailingSince = now.Add(-1500 * time.Millisecond)
 	g.Expect(s.down("c-0")).To(BeTrue(), "failing for longer than the timeout")
-	g.Expect(Next(s).Type).To(Equal(ActionRefresh), "no probe waited the whole timeout yet")
+	g.Expect(Next(s).Type).To(Equal(ActionLastLook), "no probe waited the whole timeout yet")
 	s.Pods[0].Obs.MissedWait = time.Second
 	g.Expect(Next(s).Type).To(Equal(ActionStartFailover))
 }

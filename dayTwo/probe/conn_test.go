@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"strconv"
 	"strings"
 	"syscall"
@@ -324,4 +325,50 @@ func TestAClusterWithoutAddressesIsProbedWhenItGetsOne(t *testing.T) {
 	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, access.Config{}, time.Hour)
 	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }, time.Second).Should(BeTrue(),
 		"probed when the address comes, not an hour later")
+}
+
+// TestALastLookRunsInTheBackground: Look returns at once; while the look
+// waits for a frozen master the observation says so, a second Look does
+// not send another; when the master runs again it answers the look, which
+// is recorded, kept for TakeAnsweredLooks once, and wakes the controller.
+func TestALastLookRunsInTheBackground(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.11", "")
+	p := NewProber()
+	defer p.Stop()
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	target := Target{Pod: "c-0", IP: s.ip}
+	// One round now, the next an hour later: only the look probes.
+	p.Ensure(cc, []Target{target}, access.Config{}, time.Hour)
+	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }).Should(BeTrue())
+	<-p.Events()
+
+	g.Expect(s.cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
+	start := time.Now()
+	p.Look(key, target, 5*time.Second)
+	g.Expect(time.Since(start)).To(BeNumerically("<", time.Second), "Look does not wait for the answer")
+	looking := p.Observations(key)["c-0"].LookingSince
+	g.Expect(looking).NotTo(BeZero())
+	p.Look(key, target, 5*time.Second)
+	g.Expect(p.Observations(key)["c-0"].LookingSince).To(Equal(looking), "one look at a time")
+	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
+
+	g.Expect(s.cmd.Process.Signal(syscall.SIGCONT)).To(Succeed())
+	g.Eventually(p.Events()).WithTimeout(5 * time.Second).Should(Receive(Equal(event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: true}})))
+	o := p.Observations(key)["c-0"]
+	g.Expect(o.LookingSince).To(BeZero())
+	g.Expect(o.Reachable).To(BeTrue())
+	g.Expect(o.LastSeen).To(BeTemporally(">", start))
+	g.Expect(p.TakeAnsweredLooks(key)).To(Equal([]string{"c-0"}))
+	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty(), "taken once")
+
+	// A killed master refuses the look: recorded as a full wait in vain.
+	s.kill()
+	p.Look(key, target, 5*time.Second)
+	g.Eventually(p.Events()).WithTimeout(5 * time.Second).Should(Receive())
+	o = p.Observations(key)["c-0"]
+	g.Expect(o.Reachable).To(BeFalse())
+	g.Expect(o.MissedWait).To(Equal(5 * time.Second))
+	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
 }

@@ -36,6 +36,9 @@ type Observation struct {
 	// (the periodic ones wait two periods, half of it): a master that
 	// answers slower than that, but within the timeout, is slow, not down.
 	MissedWait time.Duration
+	// LookingSince is when a last look at the pod (Prober.Look) was sent,
+	// while it has not ended; zero otherwise.
+	LookingSince time.Time
 	// ProbedAt is when the probe was sent: an answer to an older probe
 	// never replaces what a newer one saw.
 	ProbedAt time.Time
@@ -120,6 +123,7 @@ type Prober struct {
 }
 
 type clusterProbe struct {
+	ctx     context.Context
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	targets []Target
@@ -132,6 +136,11 @@ type clusterProbe struct {
 	runs map[string]run
 	// changed wakes a loop that has no target when targets are set.
 	changed chan struct{}
+	// looks are the last looks in flight, by pod: when each was sent.
+	looks map[string]time.Time
+	// answered are the pods that answered a last look since the
+	// controller last took them (TakeAnsweredLooks).
+	answered []string
 }
 
 // run is one start of redis-server in a pod, as last observed.
@@ -156,7 +165,7 @@ func (p *Prober) Ensure(cc *cachev1alpha1.CacheCluster, targets []Target, acc ac
 	cp, ok := p.clusters[key]
 	if !ok {
 		ctx, cancel := context.WithCancel(context.Background())
-		cp = &clusterProbe{cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}, changed: make(chan struct{}, 1)}
+		cp = &clusterProbe{ctx: ctx, cancel: cancel, results: map[string]Observation{}, runs: map[string]run{}, changed: make(chan struct{}, 1), looks: map[string]time.Time{}}
 		p.clusters[key] = cp
 		cp.set(targets, acc, period)
 		go p.run(ctx, key, cp)
@@ -257,6 +266,7 @@ func (p *Prober) Observations(key types.NamespacedName) map[string]Observation {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for k, v := range cp.results {
+		v.LookingSince = cp.looks[k]
 		out[k] = v
 	}
 	return out
@@ -514,6 +524,62 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 	acc := cp.access
 	cp.mu.Unlock()
 	cp.record(ProbeOnce(ctx, t, acc, timeout))
+}
+
+// Look sends one probe to a pod on a new connection that waits timeout
+// for the answer, in the background, unless a look at the pod is already
+// in flight: the last look at a master before a failover, which may wait
+// as long as the probe timeout and so must not hold a worker. While it
+// runs, the pod's observation carries LookingSince; its result is
+// recorded as a probe's and the controller is woken (urgently) when it
+// ends. A pod that answered is kept for TakeAnsweredLooks.
+func (p *Prober) Look(key types.NamespacedName, t Target, timeout time.Duration) {
+	cp := p.cluster(key)
+	if cp == nil {
+		return
+	}
+	cp.mu.Lock()
+	if _, running := cp.looks[t.Pod]; running {
+		cp.mu.Unlock()
+		return
+	}
+	cp.looks[t.Pod] = time.Now()
+	acc := cp.access
+	cp.mu.Unlock()
+	go func() {
+		o := ProbeOnce(cp.ctx, t, acc, timeout)
+		cp.mu.Lock()
+		delete(cp.looks, t.Pod)
+		// A pod gone or moved meanwhile starts over (set): its look is
+		// not recorded under its new address.
+		current := slices.ContainsFunc(cp.targets, func(x Target) bool { return x.Pod == t.Pod && x.IP == t.IP })
+		if current && o.Reachable {
+			cp.answered = append(cp.answered, t.Pod)
+		}
+		cp.mu.Unlock()
+		if cp.ctx.Err() != nil || !current {
+			return
+		}
+		cp.record(o)
+		select {
+		case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: true}}:
+		case <-cp.ctx.Done():
+		}
+	}()
+}
+
+// TakeAnsweredLooks returns the pods that answered a last look since the
+// last call, and forgets them.
+func (p *Prober) TakeAnsweredLooks(key types.NamespacedName) []string {
+	cp := p.cluster(key)
+	if cp == nil {
+		return nil
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	out := cp.answered
+	cp.answered = nil
+	return out
 }
 
 // significant tells changes the planner must react to.

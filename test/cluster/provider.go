@@ -110,17 +110,22 @@ func (p *provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 // CreatePod starts a pod in the background; its status tells how it goes.
 func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	p.mu.Lock()
+	if p.halted {
+		// The machine lost power (stopAll): nothing starts any more.
+		p.mu.Unlock()
+		return nil
+	}
 	key := podKey(pod.Namespace, pod.Name)
 	if old, ok := p.pods[key]; ok {
 		stopping, oldPod := old.deleting, old.snapshot()
 		p.mu.Unlock()
-		if old.pod.UID != pod.UID {
+		if oldPod.UID != pod.UID {
 			if !stopping {
 				// The predecessor is gone from the API server without
 				// this node being told to stop it (virtual-kubelet
 				// removed it, or its deletion was missed): stop it now,
 				// or its successor would wait for it forever.
-				log.L.Infof("pod %s: %s replaces %s, which still runs here; stopping it", key, pod.UID, old.pod.UID)
+				log.L.Infof("pod %s: %s replaces %s, which still runs here; stopping it", key, pod.UID, oldPod.UID)
 				_ = p.DeletePod(context.Background(), oldPod)
 			}
 			p.createAfter(old, pod)
@@ -891,9 +896,10 @@ func (p *provider) resync(ctx context.Context) {
 		for _, r := range pods {
 			live, err := lister.Pods(r.pod.Namespace).Get(r.pod.Name)
 			if err == nil && live.UID != r.pod.UID && live.Spec.NodeName == p.node && live.DeletionTimestamp.IsZero() {
-				// Its successor waits until this one stopped (createAfter
-				// does nothing when it already waits).
-				p.createAfter(r, live)
+				// A successor never handed over: CreatePod stops this
+				// one if nobody did and starts the successor once it has
+				// stopped (nothing new when it already waits).
+				_ = p.CreatePod(ctx, live)
 			}
 			if err != nil || live.UID != r.pod.UID {
 				continue
