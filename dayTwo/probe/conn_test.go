@@ -279,10 +279,7 @@ func TestAProbeAllocatesOnlyTheAnswer(t *testing.T) {
 func TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.7", "pw")
-	p := NewProber()
-	defer p.Stop()
-	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
-	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p, cc, key := newTestProber(t)
 	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, access.Config{Password: "pw"}, 20*time.Millisecond)
 	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }).Should(BeTrue())
 	first := <-p.Events()
@@ -314,10 +311,7 @@ func TestProberKeepsOneConnectionPerPodAndWakesUrgentlyForItsMaster(t *testing.T
 func TestAClusterWithoutAddressesIsProbedWhenItGetsOne(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.8", "")
-	p := NewProber()
-	defer p.Stop()
-	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
-	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p, cc, key := newTestProber(t)
 	p.Ensure(cc, nil, access.Config{}, time.Hour)
 	g.Consistently(p.Events(), 100*time.Millisecond).ShouldNot(Receive(), "nothing to probe, nothing to tell")
 	g.Expect(p.Observations(key)).To(BeEmpty())
@@ -334,10 +328,7 @@ func TestAClusterWithoutAddressesIsProbedWhenItGetsOne(t *testing.T) {
 func TestALastLookRunsInTheBackground(t *testing.T) {
 	g := NewWithT(t)
 	s := startServer(t, "127.0.200.11", "")
-	p := NewProber()
-	defer p.Stop()
-	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
-	key := types.NamespacedName{Namespace: "ns", Name: "c"}
+	p, cc, key := newTestProber(t)
 	target := Target{Pod: "c-0", IP: s.ip}
 	// One round now, the next an hour later: only the look probes.
 	p.Ensure(cc, []Target{target}, access.Config{}, time.Hour)
@@ -371,4 +362,13 @@ func TestALastLookRunsInTheBackground(t *testing.T) {
 	g.Expect(o.Reachable).To(BeFalse())
 	g.Expect(o.MissedWait).To(Equal(5 * time.Second))
 	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
+}
+
+// newTestProber returns a prober, stopped with the test, and the cluster
+// ns/c it is to probe.
+func newTestProber(t *testing.T) (*Prober, *cachev1alpha1.CacheCluster, types.NamespacedName) {
+	p := NewProber()
+	t.Cleanup(p.Stop)
+	cc := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	return p, cc, types.NamespacedName{Namespace: cc.Namespace, Name: cc.Name}
 }

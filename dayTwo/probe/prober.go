@@ -33,7 +33,7 @@ type Observation struct {
 	// whole deadline, as waiting would not have changed it; a probe held
 	// back by the redial backoff waited nothing). The planner fails a
 	// master over only after a probe that waited the whole probe timeout
-	// (the periodic ones wait two periods, half of it): a master that
+	// (the periodic ones wait two periods, at most half of it): a master that
 	// answers slower than that, but within the timeout, is slow, not down.
 	MissedWait time.Duration
 	// LookingSince is when a last look at the pod (Prober.Look) was sent,
@@ -416,10 +416,10 @@ func (cp *clusterProbe) record(o Observation) bool {
 	}
 	if had && o.ProbedAt.Before(prev.ProbedAt) {
 		// A periodic probe sent before a step and recorded after the
-		// look the step took at its effect (Refresh) is stale. A patient
-		// look (Refresh) that ends after the periodic probes sent during
-		// it still tells how long the pod was waited for, or that it
-		// answered then.
+		// look the step took at its effect (Refresh) is stale. A look
+		// that waited longer (Look, Refresh) and ends after the periodic
+		// probes sent during it still tells how long the pod was waited
+		// for, or that it answered then.
 		return cp.recordStale(prev, o)
 	}
 	if !o.Reachable {

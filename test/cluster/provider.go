@@ -932,6 +932,12 @@ func (p *provider) resync(ctx context.Context) {
 // not being deleted, not finished): a missed hand-over would leave them
 // Pending for good.
 func (p *provider) startMissed(lister corev1listers.PodLister) {
+	p.mu.Lock()
+	halted := p.halted
+	p.mu.Unlock()
+	if halted {
+		return
+	}
 	live, err := lister.List(labels.Everything())
 	if err != nil {
 		return
@@ -943,11 +949,7 @@ func (p *provider) startMissed(lister corev1listers.PodLister) {
 		}
 		p.mu.Lock()
 		_, ok := p.pods[podKey(pod.Namespace, pod.Name)]
-		halted := p.halted
 		p.mu.Unlock()
-		if halted {
-			return
-		}
 		if !ok {
 			log.L.Infof("resync: pod %s/%s (%s) is bound to %s but was never handed to it; creating it", pod.Namespace, pod.Name, pod.UID, p.node)
 			_ = p.CreatePod(context.Background(), pod)
