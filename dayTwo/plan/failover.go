@@ -195,7 +195,13 @@ func followed(p, m PodState, recorded string) bool {
 //     pod came back with another IP) and holding data, and m's run younger
 //     than p's lost link: m restarted with a new history after p last
 //     heard from it. m cannot prove it holds p's writes, and a full
-//     resynchronisation from m would replace them.
+//     resynchronisation from m would replace them. Unless m was promoted
+//     holding at least p's offset (second_repl_offset beyond it): offsets
+//     run on across failovers, so m is a pod that restarted, resynchronised
+//     from a later master and was made master by a failover, while p, left
+//     behind, still holds an older part of the same stream (seen in the
+//     fleet benchmark: a replica that had not linked to the master of one
+//     failover when the next one came).
 //
 // A replica whose history m continued (m's second ID) but went further
 // is not counted: that is an old master fenced after a failover, whose
@@ -210,6 +216,7 @@ func lacksHistory(m, p PodState, recorded string) string {
 			return fmt.Sprintf("offset %d > %d on the same replication ID", p.Obs.Offset, m.Obs.Offset)
 		}
 	case p.Obs.ReplID == m.Obs.ReplID2:
+	case m.Obs.SecondReplOffset > p.Obs.Offset:
 	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
 		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
 	}

@@ -272,6 +272,21 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
 		},
 		{
+			// Seen in the fleet benchmark (run 5): c-0 was promoted by a
+			// failover after it had restarted and resynchronised from the
+			// master before it (history B, which had continued A); c-1 had
+			// not linked to that master and still held A up to 1185. Taken
+			// for a master that restarted with less history, c-0 was failed
+			// over to c-1, and the writes only c-0 held were dropped.
+			name: "a master promoted holding more than a replica left behind on an older history is not failed over",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 1620, 10), "C", "B", 1501, 6),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1185, 10), "A", "", 0, 600), 7),
+				history(pod("c-2", ip2, "slave", ip0, "replica", 1620, 10), "C", "B", 1501, 600),
+			}},
+			want: Action{Type: ActionNone},
+		},
+		{
 			name: "a master restarted in place with less history waits when automatic failover is off",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, CurrentMaster: "c-0", Pods: []PodState{
 				history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 2),
