@@ -128,23 +128,29 @@ func upgradeRun(b *testing.B, c *cluster.Cluster, k8s client.Client, ns string, 
 func waitReplicas(b *testing.B, k8s client.Client, cc *cachev1alpha1.CacheCluster, n int) string {
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
-		got := &cachev1alpha1.CacheCluster{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), got); err == nil && got.Status.Phase == cachev1alpha1.PhaseRunning &&
-			meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionReady) && got.Status.CurrentMaster != "" && len(got.Status.Nodes) == n {
-			labelled := 0
-			for _, node := range got.Status.Nodes {
-				if node.Role != "" && node.Ready {
-					labelled++
-				}
-			}
-			if labelled == n {
-				return got.Status.CurrentMaster
-			}
+		if master, ok := replicated(k8s, cc, n); ok {
+			return master
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.Fatal("cluster did not replicate within 3 minutes")
 	return ""
+}
+
+// replicated says whether the CacheCluster is Running and Ready with n
+// pods, each labelled and ready, and returns its master.
+func replicated(k8s client.Client, cc *cachev1alpha1.CacheCluster, n int) (string, bool) {
+	got := &cachev1alpha1.CacheCluster{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), got); err != nil || got.Status.Phase != cachev1alpha1.PhaseRunning ||
+		!meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionReady) || got.Status.CurrentMaster == "" || len(got.Status.Nodes) != n {
+		return "", false
+	}
+	for _, node := range got.Status.Nodes {
+		if node.Role == "" || !node.Ready {
+			return "", false
+		}
+	}
+	return got.Status.CurrentMaster, true
 }
 
 // waitUpgraded waits for the Upgrade's OperationCompleted Event.
