@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -57,12 +58,15 @@ const DefaultVolumeRefreshPeriod = 10 * time.Second
 
 // Cluster is a running cluster. Stop it when done.
 type Cluster struct {
-	opts      Options
-	cp        *controlPlane
-	client    kubernetes.Interface
-	api       *apiAccess
-	net       *network
-	podLogDir string
+	opts   Options
+	cp     *controlPlane
+	client kubernetes.Interface
+	api    *apiAccess
+	net    *network
+	// neighbours is the kernel's neighbour table as sized for the
+	// nodes' pods; Stop restores it.
+	neighbours *neighbourTable
+	podLogDir  string
 	// programDir holds copies of image programs that non-root containers
 	// could not reach where they are (see stagePrograms); removed by Stop.
 	programDir string
@@ -135,6 +139,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if c.net, err = newNetwork(o.Bridge, prefix); err != nil {
 		return fail(err)
 	}
+	pods := 0
+	for _, no := range o.Nodes {
+		pods += cmp.Or(max(no.MaxPods, 0), defaultMaxPods)
+	}
+	if c.neighbours, err = sizeNeighbourTable(pods); err != nil {
+		return fail(err)
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	if err := c.startProvisioner(bg); err != nil {
@@ -198,6 +209,7 @@ func (c *Cluster) Stop() {
 	if c.net != nil {
 		c.net.close()
 	}
+	c.neighbours.restore()
 	if c.programDir != "" {
 		_ = os.RemoveAll(c.programDir)
 	}

@@ -40,6 +40,10 @@ type NodeOptions struct {
 	MaxPods int
 }
 
+// defaultMaxPods is a node's pod capacity when NodeOptions.MaxPods is not
+// set: the kubelet's default.
+const defaultMaxPods = 110
+
 // processNode is a virtual-kubelet node whose pods are local processes.
 type processNode struct {
 	opts     NodeOptions
@@ -91,7 +95,7 @@ func (c *Cluster) startNode(ctx context.Context, o NodeOptions) (*processNode, e
 		pc.Node.Labels["cache.cacheops.io/process-node"] = "true"
 		maxPods := o.MaxPods
 		if maxPods <= 0 {
-			maxPods = 110
+			maxPods = defaultMaxPods
 		}
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("64"),
