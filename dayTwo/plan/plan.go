@@ -165,11 +165,19 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 	}
 	for _, p := range SortedPods(s) {
 		if why := lacksHistory(master, p, s.MasterAddress); why != "" {
-			if master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
+			if master.Obs.Role == "master" && master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
 				// A master that serves writes is ahead of what an older
 				// look at it says: compare on a look at the master taken
 				// after the replica's (a replica just repointed reports
 				// its offset at once, the master's is from its last probe).
+				// One that came back as a replica of nobody serves none
+				// and its offset stands still: looking again changes
+				// nothing. (In the scale benchmark a killed master that
+				// came back so was looked at again four times, a replica's
+				// probe newer each time, before it was failed over, 3
+				// minutes after the kill.) A pod promoted since is probed
+				// again right after the Promote (refreshChanged), so its
+				// role here is not the look from before the promotion.
 				return Action{Type: ActionRefresh, Pods: []string{master.Name}, Reason: "read the master's offset again before comparing it with " + p.Name + "'s"}
 			}
 			return failover(fmt.Sprintf("master %s restarted with less history than %s: %s", master.Name, p.Name, why),

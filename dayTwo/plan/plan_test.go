@@ -277,7 +277,8 @@ func TestPlan(t *testing.T) {
 			// master before it (history B, which had continued A); c-1 had
 			// not linked to that master and still held A up to 1185. Taken
 			// for a master that restarted with less history, c-0 was failed
-			// over to c-1, and the writes only c-0 held were dropped.
+			// over (there to c-1, the only other replica; here the planner
+			// would pick c-2).
 			name: "a master promoted holding more than a replica left behind on an older history is not failed over",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
 				history(pod("c-0", ip0, "master", "", "master", 1620, 10), "C", "B", 1501, 6),
@@ -285,6 +286,16 @@ func TestPlan(t *testing.T) {
 				history(pod("c-2", ip2, "slave", ip0, "replica", 1620, 10), "C", "B", 1501, 600),
 			}},
 			want: Action{Type: ActionNone},
+		},
+		{
+			// The boundary: promoted at offset 1184 (second_repl_offset
+			// 1185), c-0 lacks the last byte c-1 holds.
+			name: "a master promoted holding less than a replica left behind is failed over",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				history(pod("c-0", ip0, "master", "", "master", 1620, 10), "C", "B", 1185, 6),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1185, 10), "A", "", 0, 600), 7),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 		},
 		{
 			name: "a master restarted in place with less history waits when automatic failover is off",
@@ -301,6 +312,17 @@ func TestPlan(t *testing.T) {
 			name: "a master restarted as a replica of nobody with a new history is failed over, not promoted",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
 				linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2),
+				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
+				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 3),
+			}},
+			want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+		},
+		{
+			// Its offset stands still: an older look at it is as good as
+			// a new one.
+			name: "a master restarted as a replica of nobody is failed over on an older look at it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				probedAt(linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2), now.Add(-200*time.Millisecond)),
 				linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 3), 3),
 				linkDown(history(pod("c-2", ip2, "slave", ip0, "replica", 1010, 10), "A", "", 0, 3), 3),
 			}},
