@@ -391,7 +391,7 @@ func recovered(ctx context.Context, k8s client.Client, cc *cachev1alpha1.CacheCl
 func onlineReplicas(info string) int {
 	n := 0
 	for _, line := range strings.Split(info, "\n") {
-		if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, ",state=online,") {
 			n++
 		}
 	}

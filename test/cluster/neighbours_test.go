@@ -1,42 +1,40 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
-// The neighbour table is raised for a cluster's pods, never lowered, and
-// put back as it was.
-func TestNeighbourTableIsSizedAndRestored(t *testing.T) {
+// The neighbour table is raised for a cluster's pods and never lowered.
+// (The limits raised stay: the test sizes the table for as many pods as
+// the machine's limit already holds, plus one, so it changes it by 8
+// entries at most.)
+func TestNeighbourTableIsRaisedNeverLowered(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("sizing the kernel's neighbour table needs root, as the process-backed node does")
 	}
-	var was [3]int
-	for i := range was {
-		v, err := readInt(neighbourFile(i))
+	limit := func(i int) int {
+		v, err := readInt(filepath.Join(neighbourDir, fmt.Sprintf("gc_thresh%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		was[i] = v
+		return v
 	}
-	if tbl, err := sizeNeighbourTable(1); err != nil || tbl != nil {
-		t.Fatalf("one pod: want nothing changed, got %v, %v", tbl, err)
+	if changed, err := sizeNeighbourTable(1); err != nil || changed != "" {
+		t.Fatalf("one pod: want nothing changed, got %q, %v", changed, err)
 	}
-	pods := was[2]/entriesPerPod + 100
-	tbl, err := sizeNeighbourTable(pods)
+	pods := limit(3)/entriesPerPod + 1
+	changed, err := sizeNeighbourTable(pods)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tbl.restore()
-	for i, want := range [3]int{max(was[0], pods*entriesPerPod/4), max(was[1], pods*entriesPerPod/2), pods * entriesPerPod} {
-		if got, _ := readInt(neighbourFile(i)); got != want {
-			t.Errorf("gc_thresh%d for %d pods: %d, want %d", i+1, pods, got, want)
-		}
+	t.Logf("for %d pods: %s", pods, changed)
+	if got := limit(3); got != pods*entriesPerPod {
+		t.Errorf("gc_thresh3 for %d pods: %d, want %d", pods, got, pods*entriesPerPod)
 	}
-	tbl.restore()
-	for i := range was {
-		if got, _ := readInt(neighbourFile(i)); got != was[i] {
-			t.Errorf("gc_thresh%d after restore: %d, want %d", i+1, got, was[i])
-		}
+	if got := limit(2); got < pods*entriesPerPod/2 {
+		t.Errorf("gc_thresh2 for %d pods: %d, want at least %d", pods, got, pods*entriesPerPod/2)
 	}
 }

@@ -117,8 +117,9 @@ func (p *provisioner) poke() {
 }
 
 // wanted: a pending claim of our class on a node the scheduler picked,
-// whose volume is not made yet (kube-controller-manager binds the two
-// once it is; creating it again would be a request for nothing).
+// whose volume is not made yet as far as the informer knows
+// (kube-controller-manager binds the two once it is; a volume created in
+// the last pass and not seen yet is created again, refused as existing).
 func (p *provisioner) wanted(pvc *corev1.PersistentVolumeClaim) bool {
 	if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
 		return false
