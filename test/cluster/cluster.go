@@ -142,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	// Best effort: a machine that does not let us (no root, a read-only
 	// /proc/sys) runs small clusters with its own limits.
-	if changed, err := sizeNeighbourTable(pods); err != nil {
+	if changed, err := sizeNeighbourTable(neighbourDir, pods); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: sizing the kernel's neighbour table for %d pods: %v (changed: %q)\n", pods, err, changed)
 	}
 	bg, cancel := context.WithCancel(context.Background())

@@ -17,7 +17,7 @@ const neighbourDir = "/proc/sys/net/ipv4/neigh/default"
 const entriesPerPod = 8
 
 // sizeNeighbourTable raises the kernel's neighbour table limits
-// (gc_thresh1..3) to hold pods pods, and never lowers them. The table is
+// (gc_thresh1..3 in dir, neighbourDir but in tests) to hold pods pods, and never lowers them. The table is
 // one for the whole machine, every network namespace included, and
 // Linux's defaults (gc_thresh3 1024 entries) hold a few hundred pods:
 // past that the kernel logs "neighbor table overflow!" and drops packets
@@ -28,14 +28,14 @@ const entriesPerPod = 8
 // They are not put back when the cluster stops: clusters on other bridges
 // may run at the same time and need them, and higher limits cost nothing
 // until used. It returns what it changed, for the log.
-func sizeNeighbourTable(pods int) (string, error) {
+func sizeNeighbourTable(dir string, pods int) (string, error) {
 	want := pods * entriesPerPod
 	// gc_thresh1: no collection below it; gc_thresh2: collected after 5 s
 	// above it; gc_thresh3: the hard limit.
 	goal := [3]int{want / 4, want / 2, want}
 	var changed []string
 	for i := 2; i >= 0; i-- {
-		path := filepath.Join(neighbourDir, fmt.Sprintf("gc_thresh%d", i+1))
+		path := filepath.Join(dir, fmt.Sprintf("gc_thresh%d", i+1))
 		v, err := readInt(path)
 		if err != nil {
 			return strings.Join(changed, ", "), err
