@@ -376,3 +376,44 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// probeTimeoutSeconds is the failure detector's timeout. The readiness
+// probe only keeps a pod that cannot serve out of the Services; a short
+// timeout there took healthy masters out of them on a busy node, so it
+// never goes under 5 s. Startup and liveness follow probeTimeoutSeconds.
+func TestReadinessProbeTimeoutIsNeverUnderFiveSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		probeTimeout                int32
+		wantReadiness, wantLiveness int64
+	}{
+		{probeTimeout: 1, wantReadiness: 5, wantLiveness: 1},
+		{probeTimeout: 0, wantReadiness: 5, wantLiveness: 5},
+		{probeTimeout: 8, wantReadiness: 8, wantLiveness: 8},
+	} {
+		t.Run(fmt.Sprintf("probeTimeoutSeconds=%d", tc.probeTimeout), func(t *testing.T) {
+			g := NewWithT(t)
+			cc := &cachev1alpha1.CacheCluster{
+				ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "team"},
+				Spec:       cachev1alpha1.CacheClusterSpec{Version: "7.0.15"},
+			}
+			cc.Spec.HighAvailability.ProbeTimeoutSeconds = tc.probeTimeout
+			objs, err := Render(cc, DefaultCapabilities())
+			g.Expect(err).NotTo(HaveOccurred())
+			var container map[string]any
+			for _, o := range objs {
+				if o.GetKind() != "StatefulSet" {
+					continue
+				}
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				container = containers[0].(map[string]any)
+			}
+			g.Expect(container).NotTo(BeNil(), "no StatefulSet rendered")
+			readiness, _, _ := unstructured.NestedInt64(container, "readinessProbe", "timeoutSeconds")
+			liveness, _, _ := unstructured.NestedInt64(container, "livenessProbe", "timeoutSeconds")
+			startup, _, _ := unstructured.NestedInt64(container, "startupProbe", "timeoutSeconds")
+			g.Expect(readiness).To(Equal(tc.wantReadiness))
+			g.Expect(liveness).To(Equal(tc.wantLiveness))
+			g.Expect(startup).To(Equal(tc.wantLiveness))
+		})
+	}
+}
