@@ -64,16 +64,16 @@ func BenchmarkScale(b *testing.B) {
 		for i := 0; i < n; i++ {
 			all = append(all, env.create(b, fmt.Sprintf("team-%03d", i), "fo"))
 		}
-		b.Logf("created %d CacheClusters in %s", n, time.Since(t0).Round(time.Millisecond))
+		logf(b, "created %d CacheClusters in %s", n, time.Since(t0).Round(time.Millisecond))
 		limit := time.Duration(envInt("SCALE_READY_MINUTES", 10)) * time.Minute
 		if ready := env.waitAllReady(b, n, limit); ready < n {
 			// Measured all the same: what a fleet that never settles
 			// costs is a figure too.
-			b.Logf("only %d of %d CacheClusters were Ready at once within %s", ready, n, limit)
+			logf(b, "only %d of %d CacheClusters were Ready at once within %s", ready, n, limit)
 			b.ReportMetric(float64(ready), "most_ready_at_once")
 		} else {
 			b.ReportMetric(time.Since(t0).Seconds(), "ready_s")
-			b.Logf("all %d CacheClusters Ready %s after the first create", n, time.Since(t0).Round(time.Second))
+			logf(b, "all %d CacheClusters Ready %s after the first create", n, time.Since(t0).Round(time.Second))
 		}
 		b.ReportMetric(float64(n), "clusters")
 		env.settle(b)
@@ -257,7 +257,7 @@ func (e *scaleEnv) waitAllReady(b *testing.B, n int, limit time.Duration) int {
 				return ready
 			}
 			if ready/25 != last/25 {
-				b.Logf("%d of %d Ready", ready, n)
+				logf(b, "%d of %d Ready", ready, n)
 				last = ready
 			}
 		}
@@ -276,12 +276,12 @@ func (e *scaleEnv) firstReady(b *testing.B, all []*cachev1alpha1.CacheCluster) *
 		}
 		if cur.Status.Phase == cachev1alpha1.PhaseRunning && meta.IsStatusConditionTrue(cur.Status.Conditions, cachev1alpha1.ConditionReady) {
 			if cur.Namespace != all[0].Namespace {
-				b.Logf("%s is not Ready: failing over %s instead", all[0].Namespace, cur.Namespace)
+				logf(b, "%s is not Ready: failing over %s instead", all[0].Namespace, cur.Namespace)
 			}
 			return cc
 		}
 	}
-	b.Logf("no cluster is Ready: failing over %s", all[0].Namespace)
+	logf(b, "no cluster is Ready: failing over %s", all[0].Namespace)
 	return all[0]
 }
 
@@ -307,11 +307,11 @@ func (e *scaleEnv) reportFailovers(b *testing.B, cc *cachev1alpha1.CacheCluster,
 	for i := 0; i < k; i++ {
 		master, err := recovered(ctx, e.k8s, cc, sc, 3, 3*time.Minute)
 		if err != nil {
-			b.Logf("%s/%s before kill %d: %v: no more kills", cc.Namespace, cc.Name, i+1, err)
+			logf(b, "%s/%s before kill %d: %v: no more kills", cc.Namespace, cc.Name, i+1, err)
 			break
 		}
 		if _, err := ackedWrite(ctx, sc, 30*time.Second); err != nil {
-			b.Logf("%s/%s before kill %d: %v: no more kills", cc.Namespace, cc.Name, i+1, err)
+			logf(b, "%s/%s before kill %d: %v: no more kills", cc.Namespace, cc.Name, i+1, err)
 			break
 		}
 		newMaster := e.watchNewMaster(ctx, b, cc, master)
@@ -335,7 +335,7 @@ func (e *scaleEnv) reportFailovers(b *testing.B, cc *cachev1alpha1.CacheCluster,
 			labelled = append(labelled, lab)
 		case <-time.After(5 * time.Second):
 		}
-		b.Logf("%s/%s failover %d: %s killed at %s: new master labelled after %s, write acknowledged after %s (%v)", cc.Namespace, cc.Name, i+1, master,
+		logf(b, "%s/%s failover %d: %s killed at %s: new master labelled after %s, write acknowledged after %s (%v)", cc.Namespace, cc.Name, i+1, master,
 			start.UTC().Format("15:04:05.000"), lab.Round(time.Millisecond), at.Sub(start).Round(time.Millisecond), err)
 	}
 	b.ReportMetric(float64(len(runs)), "failovers_measured")
@@ -441,7 +441,7 @@ func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
 	b.ReportMetric(e.rss(), "rss_MiB")
 	b.ReportMetric(reads/minutes, "reads_per_min")
 	b.ReportMetric(writes/minutes, "writes_per_min")
-	b.Logf("steady state over %s: %.1f%% of a core, %.1f MiB, %.0f reads and %.0f writes per minute",
+	logf(b, "steady state over %s: %.1f%% of a core, %.1f MiB, %.0f reads and %.0f writes per minute",
 		elapsed.Round(time.Second), 100*(cpu1-cpu0)/elapsed.Seconds(), e.rss(), reads/minutes, writes/minutes)
 	// Reconciles per minute: a waiting cluster looked at every probe
 	// period shows here, before it shows in CPU.
@@ -457,13 +457,13 @@ func (e *scaleEnv) reportSteady(b *testing.B, window time.Duration) {
 	// any, so a regression names its source.
 	for _, w := range writesByResource(before, after) {
 		b.ReportMetric(w.count/minutes, "writes_per_min_"+w.verb+"_"+w.resource)
-		b.Logf("  %s %s: %.1f per minute", w.verb, w.resource, w.count/minutes)
+		logf(b, "  %s %s: %.1f per minute", w.verb, w.resource, w.count/minutes)
 	}
 	// And the reads, logged only: a watch that the API server ended
 	// after its timeout is started again (a read), which is not work the
 	// operator chose; a get is.
 	for _, r := range requestsByResource(before, after, true) {
-		b.Logf("  read: %s %s: %.0f in the window", r.verb, r.resource, r.count)
+		logf(b, "  read: %s %s: %.0f in the window", r.verb, r.resource, r.count)
 	}
 }
 
@@ -486,11 +486,11 @@ func (e *scaleEnv) settle(b *testing.B) {
 		before := e.scrape(b)
 		time.Sleep(10 * time.Second)
 		if len(writesByResource(before, e.scrape(b))) == 0 {
-			b.Logf("settled %s after the measured phase", time.Since(t0).Round(time.Second))
+			logf(b, "settled %s after the measured phase", time.Since(t0).Round(time.Second))
 			return
 		}
 	}
-	b.Logf("the manager still writes five minutes after its queues emptied")
+	logf(b, "the manager still writes five minutes after its queues emptied")
 }
 
 // restartSettle stops the manager, starts it again and returns how long
@@ -523,3 +523,13 @@ func (e *scaleEnv) restartSettle(b *testing.B, n int) time.Duration {
 
 // benchDir is where profiles go, beside the JSON of make bench.
 func benchDir() string { return filepath.Join(repoRoot(), "bench") }
+
+// logf logs to the benchmark and, with the time and the benchmark's name,
+// to stderr: Go keeps only the first 10 lines of a benchmark's log, and a
+// fleet run's Ready counts alone are more (fleet run 8 lost its failover
+// and steady-state lines so).
+func logf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().UTC().Format("15:04:05.000"), b.Name(), fmt.Sprintf(format, args...))
+}

@@ -93,7 +93,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		b.Fatal(err)
 	}
 	e.c, e.dir = c, dir
-	b.Logf("cluster state and logs in %s (removed when the benchmark passes)", dir)
+	logf(b, "cluster state and logs in %s (removed when the benchmark passes)", dir)
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	e.pprofAd = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	if e.logf, err = os.Create(filepath.Join(dir, "manager.log")); err != nil {
@@ -119,7 +119,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 	if e.memLimit == "" {
 		e.memLimit = "off"
 	}
-	b.Logf("manager's GOMEMLIMIT: %s", e.memLimit)
+	logf(b, "manager's GOMEMLIMIT: %s", e.memLimit)
 	e.guard(b)
 	e.startManager(b)
 	scheme := kruntime.NewScheme()
@@ -161,9 +161,12 @@ func (e *scaleEnv) stopManager() {
 }
 
 // stop leaves nothing running: the manager, then every pod, the pod
-// network (namespaces, bridge) and the control plane.
+// network (namespaces, bridge) and the control plane. Their logs and
+// state are removed when the benchmark passed, unless SCALE_KEEP is set
+// (the control plane's and nodes' logs show, for one, whether
+// kube-controller-manager was throttled).
 func (e *scaleEnv) stop(b *testing.B) {
-	e.stopAll(!b.Failed())
+	e.stopAll(!b.Failed() && os.Getenv("SCALE_KEEP") == "")
 }
 
 func (e *scaleEnv) stopAll(removeDir bool) {
@@ -349,7 +352,7 @@ func (e *scaleEnv) profile(b *testing.B, name string) {
 		}
 		top, err := exec.Command("go", append(args, file)...).CombinedOutput()
 		if err != nil {
-			b.Logf("go tool pprof %s: %v", file, err)
+			logf(b, "go tool pprof %s: %v", file, err)
 		}
 		if p.kind == "heap" {
 			// Where the RSS goes beyond the live heap: the runtime's own
