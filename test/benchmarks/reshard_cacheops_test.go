@@ -36,8 +36,8 @@ func reshardCacheops(b *testing.B, n int) {
 	defer func() {
 		e.stopManager()
 		e.c.Stop()
-		_ = e.logf.Close()
-		if log, err := os.ReadFile(e.logf.Name()); err == nil {
+		_ = e.managerLog.Close()
+		if log, err := os.ReadFile(e.managerLog.Name()); err == nil {
 			benchLog(b, "reshard-manager.log", log)
 		}
 		if !b.Failed() {

@@ -530,6 +530,7 @@ func benchDir() string { return filepath.Join(repoRoot(), "bench") }
 // and steady-state lines so).
 func logf(b *testing.B, format string, args ...any) {
 	b.Helper()
-	b.Logf(format, args...)
-	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().UTC().Format("15:04:05.000"), b.Name(), fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	b.Log(msg)
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().UTC().Format("15:04:05.000"), b.Name(), msg)
 }

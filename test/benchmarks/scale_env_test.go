@@ -39,7 +39,7 @@ type scaleEnv struct {
 	manager              string
 	metricsAddr, pprofAd string
 	cmd                  *exec.Cmd
-	logf                 *os.File
+	managerLog           *os.File
 	// args are the manager's extra flags.
 	args []string
 	// stopOnce: the benchmark's end and an interruption (guard) both
@@ -93,10 +93,10 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		b.Fatal(err)
 	}
 	e.c, e.dir = c, dir
-	logf(b, "cluster state and logs in %s (removed when the benchmark passes)", dir)
+	logf(b, "cluster state and logs in %s (removed when the benchmark passes, unless SCALE_KEEP is set)", dir)
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	e.pprofAd = fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	if e.logf, err = os.Create(filepath.Join(dir, "manager.log")); err != nil {
+	if e.managerLog, err = os.Create(filepath.Join(dir, "manager.log")); err != nil {
 		b.Fatal(err)
 	}
 	if controlPlaneOnly {
@@ -136,7 +136,7 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 func (e *scaleEnv) startManager(b *testing.B) {
 	cmd := exec.Command(e.manager, append([]string{"--metrics-bind-address=" + e.metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address=" + e.pprofAd}, e.args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.c.Kubeconfig(), "GOMEMLIMIT="+e.memLimit)
-	cmd.Stdout, cmd.Stderr = e.logf, e.logf
+	cmd.Stdout, cmd.Stderr = e.managerLog, e.managerLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -174,13 +174,13 @@ func (e *scaleEnv) stopAll(removeDir bool) {
 		defer close(e.stopped)
 		e.stopManager()
 		e.c.Stop()
-		if e.logf == nil {
+		if e.managerLog == nil {
 			return
 		}
-		_ = e.logf.Close()
+		_ = e.managerLog.Close()
 		// The manager's log stays beside the figures: where a failover's time
 		// went is read from its steps' timestamps.
-		if log, err := os.ReadFile(e.logf.Name()); err == nil && os.MkdirAll(benchDir(), 0o755) == nil {
+		if log, err := os.ReadFile(e.managerLog.Name()); err == nil && os.MkdirAll(benchDir(), 0o755) == nil {
 			_ = os.WriteFile(filepath.Join(benchDir(), "scale-"+filepath.Base(e.dir)+"-manager.log"), log, 0o644)
 		}
 		if removeDir {
