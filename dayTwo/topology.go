@@ -60,9 +60,14 @@ func (r *Reconciler) lastLook(_ context.Context, s *scope, a plan.Action) error 
 }
 
 // reportAnsweredLooks tells of the masters that answered their last look
-// before a failover: slow, not down, and still master.
+// before a failover: slow, not down, and still master. A replica's look
+// (one that did not answer while a restarted master was judged) that
+// answered is no averted failover, and is not reported.
 func (r *Reconciler) reportAnsweredLooks(s *scope) {
 	for _, pod := range r.Prober.TakeAnsweredLooks(s.key) {
+		if pod != s.snap.CurrentMaster {
+			continue
+		}
 		failoversAverted.WithLabelValues(s.key.Namespace, s.key.Name).Inc()
 		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "Probe",
 			"%s missed its probes for more than %s but answered a look that waited %s: not failed over", pod, s.snap.ProbeTimeout, s.snap.ProbeTimeout)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // planFailover continues a recorded failover, one step at a time, in an
@@ -217,8 +218,28 @@ func lacksHistory(m, p PodState, recorded string) string {
 		}
 	case p.Obs.ReplID == m.Obs.ReplID2:
 	case m.Obs.SecondReplOffset > p.Obs.Offset:
-	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && p.Obs.LinkDownSeconds >= 0 && m.Obs.UptimeSeconds <= p.Obs.LinkDownSeconds:
-		return fmt.Sprintf("its run is %d s old, a new replication ID, while %s lost its link %d s ago holding offset %d", m.Obs.UptimeSeconds, p.Name, p.Obs.LinkDownSeconds, p.Obs.Offset)
+	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && startedSinceLinkLost(m, p):
+		return fmt.Sprintf("its run started %s, a new replication ID, while %s lost its link at %s holding offset %d",
+			runStart(m.Obs).UTC().Format(time.TimeOnly), p.Name, linkLost(p.Obs).UTC().Format(time.TimeOnly), p.Obs.Offset)
 	}
 	return ""
+}
+
+// startedSinceLinkLost: m's run started no earlier than replica p lost its
+// link. Each is read from its own probe, taken at its own time (a master
+// probed seconds after the replica has an uptime seconds longer), so the
+// two are compared as times, not as ages. Redis counts both in whole
+// seconds of its clock: either may be off by up to a second, so a run
+// that started less than 2 s before the loss counts too.
+func startedSinceLinkLost(m, p PodState) bool {
+	if p.Obs.LinkDownSeconds < 0 {
+		return false
+	}
+	return runStart(m.Obs).After(linkLost(p.Obs).Add(-2 * time.Second))
+}
+
+// linkLost is when a replica lost its link to its master, as its last
+// probe tells.
+func linkLost(o probe.Observation) time.Time {
+	return o.ProbedAt.Add(-time.Duration(o.LinkDownSeconds) * time.Second)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // Next returns the next step towards: one master, recorded in the status
@@ -163,6 +164,11 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 			}
 		}
 	}
+	if StartedAsReplica(master) {
+		if a := awaitWitnesses(s, master); a.Type != ActionNone {
+			return a
+		}
+	}
 	for _, p := range SortedPods(s) {
 		if why := lacksHistory(master, p, s.MasterAddress); why != "" {
 			if master.Obs.Role == "master" && master.Obs.ProbedAt.Before(p.Obs.ProbedAt) {
@@ -185,6 +191,89 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 		}
 	}
 	return Action{Type: ActionNone}
+}
+
+// awaitWitnesses holds the judgement of a master that came back as a
+// replica of nobody until each replica that may hold writes it lacks has
+// been looked at since its restart. lacksHistory compares a replica only
+// as its last probe saw it: a look from before the restart shows the link
+// up, and a replica that missed its probes is not compared at all; either
+// way the master would be promoted, and its replicas, refused a partial
+// resynchronisation by its new history, would resynchronise in full and
+// drop what it lacks. (Seen in the scale benchmark, 300 clusters at load
+// 37: a restarted master was promoted 5 s after the kill and failed over
+// only at the next look; Redis's 5 s diskless-sync delay alone kept the
+// replicas' data.)
+//
+//   - A replica that answered, probed before the restart, is probed again
+//     (Refresh).
+//   - One whose last look shows its link to the master's address up has
+//     not noticed the restart yet (the master refuses to be its sync
+//     source): the controller waits for its link to drop (a change the
+//     prober wakes it for) until 2 s after the start, which Redis reports
+//     to the second, then looks again once.
+//   - One that does not answer gets one look that waits the whole probe
+//     timeout, as a master does before a failover (in the background, so
+//     no worker waits): a replica slow on a loaded node is judged, one
+//     that misses that look too is down and does not keep the cluster
+//     without a master.
+//   - One not probed yet (a new address) is waited for the probe timeout
+//     after the master's start; one loading a dataset for the step
+//     deadline.
+func awaitWitnesses(s Snapshot, m PodState) Action {
+	started := runStart(m.Obs)
+	linkSettled := started.Add(2 * time.Second)
+	var stale []string
+	look, wait := Action{Type: ActionNone}, Action{Type: ActionNone}
+	waitFor := func(p PodState, until time.Time, why string) {
+		if wait.Type == ActionNone && s.Now.Before(until) {
+			wait = Action{Type: ActionWait, Pod: p.Name, OnAnswer: true, Until: until,
+				Reason: fmt.Sprintf("master %s restarted as a replica of nobody: %s before judging what it lacks", m.Name, why)}
+		}
+	}
+	for _, p := range SortedPods(s) {
+		if p.Name == m.Name || p.Deleting {
+			continue
+		}
+		if p.Observed && (StartedAsReplica(p) || !(followed(p, m, s.MasterAddress) || (p.Obs.ReplID != "" && p.Obs.ReplID == m.Obs.ReplID))) {
+			// Restarted too, or a replica of another history: it holds
+			// nothing of this master's that the comparison could find.
+			continue
+		}
+		switch {
+		case !p.Observed:
+			waitFor(p, started.Add(s.ProbeTimeout), p.Name+" has not been probed yet: waiting for its answer")
+		case Healthy(p) && p.Obs.ProbedAt.Before(started):
+			stale = append(stale, p.Name)
+		case Healthy(p) && p.Obs.MasterLinkUp && p.Obs.ProbedAt.Before(linkSettled):
+			if s.Now.Before(linkSettled) {
+				waitFor(p, linkSettled, p.Name+" still reports its link to the master up: waiting for it to drop")
+			} else {
+				stale = append(stale, p.Name)
+			}
+		case Healthy(p):
+		case p.Obs.Reachable:
+			waitFor(p, started.Add(s.StepDeadline), p.Name+" is loading its dataset: waiting for it")
+		case !p.Obs.LookingSince.IsZero():
+			waitFor(p, p.Obs.LookingSince.Add(s.ProbeTimeout+time.Second), fmt.Sprintf("a look at %s waits up to %s", p.Name, s.ProbeTimeout))
+		case p.Obs.MissedWait < s.ProbeTimeout && look.Type == ActionNone:
+			look = Action{Type: ActionLastLook, Pod: p.Name,
+				Reason: fmt.Sprintf("master %s restarted as a replica of nobody and %s does not answer: a look that waits %s before judging what the master lacks", m.Name, p.Name, s.ProbeTimeout)}
+		}
+	}
+	switch {
+	case len(stale) > 0:
+		return Action{Type: ActionRefresh, Pods: stale, Reason: fmt.Sprintf("master %s restarted as a replica of nobody: look at its replicas again before judging what it lacks", m.Name)}
+	case look.Type != ActionNone:
+		return look
+	}
+	return wait
+}
+
+// runStart is when the pod's redis-server started, as its last probe
+// tells: to the second, as Redis reports its uptime.
+func runStart(o probe.Observation) time.Time {
+	return o.ProbedAt.Add(-time.Duration(o.UptimeSeconds) * time.Second)
 }
 
 // planRoles makes the recorded master the only master, in Redis and in

@@ -644,3 +644,107 @@ func TestRecheckAt(t *testing.T) {
 		})
 	}
 }
+
+// A master that came back as a replica of nobody is judged on looks at its
+// replicas taken since it restarted: one from before shows the link up and
+// hides what the replica holds, one that missed its probes is not compared
+// at all, and either way the master was promoted (the scale benchmark's run
+// 12). Each case: c-0 restarted 2 s ago (uptime 2) with a new history, so
+// judged on fresh looks it lacks the replicas' writes.
+func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
+	restarted := func() PodState {
+		return linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2)
+	}
+	// justRestarted: c-0 restarted 1 s ago.
+	justRestarted := func() PodState { p := restarted(); p.Obs.UptimeSeconds = 1; return p }
+	// replica: c-N following c-0 under the old history A, its link down
+	// since the kill 3 s ago, looked at now.
+	replica := func(name, ip string, offset int64) PodState {
+		return linkDown(history(pod(name, ip, "slave", ip0, "replica", offset, 10), "A", "", 0, 600), 3)
+	}
+	// before: a look from before the kill: link up, as it was.
+	before := func(p PodState) PodState {
+		p = probedAt(p, now.Add(-4*time.Second))
+		p.Obs.MasterLinkUp, p.Obs.LinkDownSeconds = true, 0
+		return p
+	}
+	unanswered := func(p PodState, missed time.Duration) PodState {
+		p.Obs.Reachable, p.Obs.LastSeen, p.Obs.MissedWait = false, now.Add(-missed), missed
+		return p
+	}
+	tests := []struct {
+		name string
+		pods []PodState
+		at   time.Time
+		want Action
+	}{{
+		name: "replicas last looked at before the restart are looked at again",
+		pods: []PodState{restarted(), before(replica("c-1", ip1, 1000)), before(replica("c-2", ip2, 1010))},
+		want: Action{Type: ActionRefresh, Pods: []string{"c-1", "c-2"}},
+	}, {
+		name: "judged on the looks taken again, the master is failed over",
+		pods: []PodState{restarted(), replica("c-1", ip1, 1000), replica("c-2", ip2, 1010)},
+		want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
+	}, {
+		// Redis counts uptime in whole seconds: a look taken in the
+		// second of the restart may precede it.
+		name: "a replica that still reports its link up right after the restart is waited for",
+		pods: []PodState{justRestarted(), replica("c-1", ip1, 1000), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
+		want: Action{Type: ActionWait, Pod: "c-2", OnAnswer: true, Until: now.Add(time.Second)},
+	}, {
+		name: "past 2 s after the restart, a replica that reported its link up is looked at again",
+		pods: []PodState{justRestarted(), replica("c-1", ip1, 1000), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
+		at:   now.Add(time.Second),
+		want: Action{Type: ActionRefresh, Pods: []string{"c-2"}},
+	}, {
+		name: "a replica that missed its probes gets a look that waits the whole probe timeout",
+		pods: []PodState{restarted(), unanswered(replica("c-1", ip1, 1000), 500*time.Millisecond), unanswered(replica("c-2", ip2, 1010), 500*time.Millisecond)},
+		want: Action{Type: ActionLastLook, Pod: "c-1"},
+	}, {
+		name: "while the look waits, the master is not promoted",
+		pods: []PodState{restarted(), func() PodState {
+			p := unanswered(replica("c-1", ip1, 1000), 500*time.Millisecond)
+			p.Obs.LookingSince = now.Add(-100 * time.Millisecond)
+			return p
+		}(), replica("c-2", ip2, 900)},
+		want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true, Until: now.Add(-100*time.Millisecond + 2*time.Second)},
+	}, {
+		// It holds writes the master lacks, but a replica gone for good
+		// must not keep the cluster without a master.
+		name: "a replica that missed a look that waited the whole probe timeout is down: the master lacking nothing else is promoted",
+		pods: []PodState{restarted(), unanswered(replica("c-1", ip1, 1000), 3*time.Second)},
+		want: Action{Type: ActionPromote, Pod: "c-0"},
+	}, {
+		name: "a replica not probed yet is waited for up to the probe timeout after the restart",
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 0; return p }(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
+		want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true, Until: now.Add(time.Second)},
+	}, {
+		name: "a replica not probed for the probe timeout after the restart is not waited for",
+		pods: []PodState{restarted(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
+		want: Action{Type: ActionPromote, Pod: "c-0"},
+	}, {
+		name: "a replica that restarted too holds nothing to compare: the master is promoted",
+		pods: []PodState{restarted(), linkDown(history(pod("c-1", ip1, "slave", cachev1alpha1.StartupMasterHost, "replica", 0, 10), "C", "", 0, 2), 2)},
+		want: Action{Type: ActionPromote, Pod: "c-0"},
+	}, {
+		// Each age is read from its own probe: the master, probed 4 s
+		// after the replica, is 4 s older in its look than in the
+		// replica's. Compared as ages (6 s against 3 s) it seemed to have
+		// run since before the replica lost its link.
+		name: "the master's run and the replica's lost link are compared as times, not as ages from different looks",
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 6; return p }(),
+			probedAt(linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 3), now.Add(-4*time.Second).Add(2*time.Second))},
+		want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute, Pods: tt.pods}
+			if !tt.at.IsZero() {
+				s.Now = tt.at
+			}
+			got := Next(steady(s))
+			got.Reason = ""
+			NewWithT(t).Expect(got).To(Equal(tt.want))
+		})
+	}
+}

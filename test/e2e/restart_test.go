@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/test/aof"
 )
 
 // A master that restarts in place with a shorter history than its
@@ -55,42 +53,13 @@ func restartWithShorterHistory(t *testing.T, g Gomega, ns string, autoFailover b
 	g.Eventually(w.ackedCount, limits.PodRestart, limits.Poll).Should(BeNumerically(">", 3000))
 
 	old := before.Status.CurrentMaster
-	aof := newestIncrAOF(g, filepath.Join(pvDir(g, ns, old), "appendonly"))
-	cut := cutLastWrites(g, aof, 500)
+	file, err := aof.NewestIncr(filepath.Join(pvDir(g, ns, old), "appendonly"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cut, err := aof.CutLastWrites(file, 500)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env.KillContainer(ns, old, "redis")).To(Succeed())
 	t.Logf("cut %d bytes of %s's append-only file, then killed it", cut, old)
 	return cc, before, w, masters
-}
-
-// newestIncrAOF is the append-only file Redis writes to now.
-func newestIncrAOF(g Gomega, dir string) string {
-	files, err := filepath.Glob(filepath.Join(dir, "*.incr.aof"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(files).NotTo(BeEmpty(), "no incremental append-only file in %s", dir)
-	sort.Slice(files, func(i, j int) bool {
-		a, _ := os.Stat(files[i])
-		b, _ := os.Stat(files[j])
-		return a.ModTime().Before(b.ModTime())
-	})
-	return files[len(files)-1]
-}
-
-// cutLastWrites truncates an append-only file before its last n SET
-// commands (at a command boundary, so Redis loads it and appends after it)
-// and returns how many bytes it cut.
-func cutLastWrites(g Gomega, path string, n int) int64 {
-	data, err := os.ReadFile(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	// Redis writes commands to the file in lower case.
-	set, lower := []byte("*3\r\n$3\r\nset\r\n"), bytes.ToLower(data)
-	at := len(data)
-	for i := 0; i < n; i++ {
-		j := bytes.LastIndex(lower[:at], set)
-		g.Expect(j).To(BeNumerically(">", 0), "fewer than %d SETs in %s", n, path)
-		at = j
-	}
-	g.Expect(os.Truncate(path, int64(at))).To(Succeed())
-	return int64(len(data) - at)
 }
 
 // With automatic failover off, a master killed under the writer restarts
