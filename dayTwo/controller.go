@@ -98,6 +98,8 @@ type Reconciler struct {
 	expect expectations
 	// failing: the step of each cluster that keeps failing.
 	failing failures
+	// waits: the wait each cluster was last logged in.
+	waits waits
 	// backups: the dumps being streamed.
 	backups backupRuns
 	// clientTLS: the client side of TLS of each cluster with spec.tls,
@@ -211,6 +213,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	forgetMetrics(key)
 	r.expect.forget(key)
 	r.failing.forget(key)
+	r.waits.ended(key)
 	r.manifests.forget(key)
 	r.mu.Lock()
 	delete(r.namedSecrets, key)
@@ -265,9 +268,18 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 			s.result.RequeueAfter = t
 		}
 		r.stepSucceeded(s)
+		r.waits.ended(s.key)
 		return nil
 	case plan.ActionWait:
-		log.V(1).Info("Waiting", "action", a.String())
+		kv := []any{"action", a.String()}
+		if !a.Until.IsZero() {
+			kv = append(kv, "until", a.Until.UTC().Format(time.StampMilli))
+		}
+		if r.waits.changed(s.key, a) {
+			log.Info("Waiting", kv...)
+		} else {
+			log.V(1).Info("Waiting", kv...)
+		}
 		if a.Alert != "" {
 			// The recorder folds repeats of the same Event into a count.
 			s.eventf(corev1.EventTypeWarning, a.Alert, "Wait", "%s", a.Reason)
@@ -287,6 +299,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) error {
 	}
 	s.acted = true
 	r.stepSucceeded(s)
+	r.waits.ended(s.key)
 	return nil
 }
 
