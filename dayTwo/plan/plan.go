@@ -212,11 +212,12 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 //     source): the controller waits for its link to drop (a change the
 //     prober wakes it for) until 2 s after the start, which Redis reports
 //     to the second, then looks again once.
-//   - One that does not answer gets one look that waits the whole probe
-//     timeout, as a master does before a failover (in the background, so
-//     no worker waits): a replica slow on a loaded node is judged, one
-//     that misses that look too is down and does not keep the cluster
-//     without a master.
+//   - One that does not answer gets one look, sent after the master's
+//     start, that waits the whole probe timeout, as a master does before
+//     a failover (in the background, so no worker waits; a Refresh of a
+//     stale look that waited as long counts too): a replica slow on a
+//     loaded node is judged, one that misses that look too is down and
+//     does not keep the cluster without a master.
 //   - One not probed yet (a new address) is waited for the probe timeout
 //     after the master's start; one loading a dataset for the step
 //     deadline.
@@ -240,9 +241,14 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 		if p.Name == m.Name || p.Deleting {
 			continue
 		}
-		if p.Observed && (StartedAsReplica(p) || !(followed(p, m, s.MasterAddress) || (p.Obs.ReplID != "" && p.Obs.ReplID == m.Obs.ReplID))) {
-			// Restarted too, or a replica of another history: it holds
-			// nothing of this master's that the comparison could find.
+		if p.Observed && p.Obs.Role != "" && (StartedAsReplica(p) || !(followed(p, m, s.MasterAddress) || (p.Obs.ReplID != "" && p.Obs.ReplID == m.Obs.ReplID))) {
+			// Restarted too, or a replica of another history: the
+			// comparison can find nothing of this master's in it (a
+			// replica that restarted too may hold writes of its own in
+			// its append-only file; they cannot be compared, and it
+			// follows the master once promoted). A pod that has not
+			// answered since this operator started (no role known) is
+			// not skipped: it is looked at.
 			continue
 		}
 		switch {
@@ -261,7 +267,9 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 			waitFor(p, started.Add(s.StepDeadline), p.Name+" is loading its dataset: waiting for it")
 		case !p.Obs.LookingSince.IsZero():
 			waitFor(p, p.Obs.LookingSince.Add(s.ProbeTimeout+time.Second), fmt.Sprintf("a look at %s waits up to %s", p.Name, s.ProbeTimeout))
-		case p.Obs.MissedWait < s.ProbeTimeout && look.Type == ActionNone:
+		case (p.Obs.MissedWait < s.ProbeTimeout || p.Obs.MissedWaitSent.Before(started)) && look.Type == ActionNone:
+			// No probe sent since the master's start has waited the
+			// whole timeout for it.
 			look = Action{Type: ActionLastLook, Pod: p.Name,
 				Reason: fmt.Sprintf("master %s runs as a replica of nobody, not promoted yet, and %s does not answer: a look that waits %s before judging what the master lacks", m.Name, p.Name, s.ProbeTimeout)}
 		}
@@ -275,10 +283,17 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 	return wait
 }
 
-// runStart is when the pod's redis-server started, as its last probe
-// tells: to the second, as Redis reports its uptime.
+// runStart is when the pod's redis-server started, as its last answer
+// tells: to the second, as Redis reports its uptime, and counted from
+// when the answer came (a slow answer makes the start later, not
+// earlier: a replica's look must then be newer, and a run that began
+// after the replica lost its link is never taken for an older one).
 func runStart(o probe.Observation) time.Time {
-	return o.ProbedAt.Add(-time.Duration(o.UptimeSeconds) * time.Second)
+	at := o.LastSeen
+	if at.IsZero() || at.Before(o.ProbedAt) {
+		at = o.ProbedAt
+	}
+	return at.Add(-time.Duration(o.UptimeSeconds) * time.Second)
 }
 
 // planRoles makes the recorded master the only master, in Redis and in

@@ -668,8 +668,14 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		p.Obs.MasterLinkUp, p.Obs.LinkDownSeconds = true, 0
 		return p
 	}
+	// unanswered: p has not answered for missed, the wait in vain of its
+	// most patient probe, sent right after it last answered.
 	unanswered := func(p PodState, missed time.Duration) PodState {
-		p.Obs.Reachable, p.Obs.LastSeen, p.Obs.MissedWait = false, now.Add(-missed), missed
+		p.Obs.Reachable, p.Obs.LastSeen, p.Obs.MissedWait, p.Obs.MissedWaitSent = false, now.Add(-missed), missed, now.Add(-missed)
+		return p
+	}
+	sentAt := func(p PodState, t time.Time) PodState {
+		p.Obs.MissedWaitSent = t
 		return p
 	}
 	tests := []struct {
@@ -712,8 +718,21 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		// It holds writes the master lacks, but a replica gone for good
 		// must not keep the cluster without a master.
 		name: "a replica that missed a look that waited the whole probe timeout is down: the master lacking nothing else is promoted",
-		pods: []PodState{restarted(), unanswered(replica("c-1", ip1, 1000), 3*time.Second)},
+		pods: []PodState{restarted(), sentAt(unanswered(replica("c-1", ip1, 1000), 3*time.Second), now.Add(-time.Second))},
 		want: Action{Type: ActionPromote, Pod: "c-0"},
+	}, {
+		// A Refresh after a step, say, waited the whole timeout for a
+		// slow replica before the master restarted.
+		name: "a replica whose patient look was sent before the master's start gets another",
+		pods: []PodState{restarted(), unanswered(replica("c-1", ip1, 1000), 3*time.Second)},
+		want: Action{Type: ActionLastLook, Pod: "c-1"},
+	}, {
+		// The operator restarted too: it never saw the replica answer,
+		// so it knows neither its role nor whom it follows.
+		name: "a replica that has not answered since the operator started gets a look",
+		pods: []PodState{restarted(), {Name: "c-1", IP: ip1, RoleLabel: "replica", Observed: true, Obs: probe.Observation{
+			Pod: "c-1", IP: ip1, ProbedAt: now, FailingSince: now.Add(-500 * time.Millisecond), MissedWait: 500 * time.Millisecond, MissedWaitSent: now}}},
+		want: Action{Type: ActionLastLook, Pod: "c-1"},
 	}, {
 		name: "a replica not probed yet is waited for up to the probe timeout after the restart",
 		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 0; return p }(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
@@ -729,12 +748,19 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 	}, {
 		// Each age is read from its own probe: the master, probed 4 s
 		// after the replica, is 4 s older in its look than in the
-		// replica's. Compared as ages (6 s against 3 s) it seemed to have
-		// run since before the replica lost its link.
+		// replica's. Both say the run began when the link was lost (5 s
+		// ago); compared as ages (5 s against 1 s) the master seemed to
+		// have run since before.
 		name: "the master's run and the replica's lost link are compared as times, not as ages from different looks",
-		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 6; return p }(),
-			probedAt(linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 3), now.Add(-4*time.Second).Add(2*time.Second))},
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 5; return p }(),
+			probedAt(linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 1), now.Add(-4*time.Second))},
 		want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
+	}, {
+		// The tolerance covers Redis's whole seconds (2 s), no more.
+		name: "a master whose run began 3 s before the replica lost its link is not taken for one that restarted since",
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 8; return p }(),
+			linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 5)},
+		want: Action{Type: ActionPromote, Pod: "c-0"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,6 +36,10 @@ type Observation struct {
 	// (the periodic ones wait two periods, at most half of it): a master that
 	// answers slower than that, but within the timeout, is slow, not down.
 	MissedWait time.Duration
+	// MissedWaitSent is when the probe that waited MissedWait was sent
+	// (the latest of them when several waited as long): a restarted
+	// master is judged on replicas waited for since its start.
+	MissedWaitSent time.Time
 	// LookingSince is when a last look at the pod (Prober.Look) was sent,
 	// while it has not ended; zero otherwise.
 	LookingSince time.Time
@@ -427,8 +431,11 @@ func (cp *clusterProbe) record(o Observation) bool {
 		if had && !prev.Reachable && !prev.FailingSince.IsZero() {
 			o.FailingSince = prev.FailingSince
 		}
-		if had && !prev.Reachable {
-			o.MissedWait = max(o.MissedWait, prev.MissedWait)
+		if o.MissedWait > 0 {
+			o.MissedWaitSent = o.ProbedAt
+		}
+		if had && !prev.Reachable && prev.MissedWait > o.MissedWait {
+			o.MissedWait, o.MissedWaitSent = prev.MissedWait, prev.MissedWaitSent
 		}
 	}
 	if !o.Reachable && had {
@@ -477,9 +484,9 @@ func (cp *clusterProbe) recordStale(prev, o Observation) bool {
 	case o.Reachable && o.LastSeen.After(prev.ProbedAt):
 		// The pod answered after the probe that says it does not was
 		// sent: it is alive, and the waiting starts over.
-		prev.LastSeen, prev.MissedWait = o.LastSeen, 0
-	case !o.Reachable && o.MissedWait > prev.MissedWait:
-		prev.MissedWait = o.MissedWait
+		prev.LastSeen, prev.MissedWait, prev.MissedWaitSent = o.LastSeen, 0, time.Time{}
+	case !o.Reachable && (o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))):
+		prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt
 	default:
 		return false
 	}

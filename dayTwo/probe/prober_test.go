@@ -111,13 +111,19 @@ func TestTheLongestWaitInVainIsKept(t *testing.T) {
 	miss(t0.Add(250*time.Millisecond), 500*time.Millisecond)
 	miss(t0.Add(500*time.Millisecond), 0) // held back by the backoff
 	g.Expect(cp.results["c-0"].MissedWait).To(Equal(500 * time.Millisecond))
+	g.Expect(cp.results["c-0"].MissedWaitSent).To(Equal(t0.Add(250*time.Millisecond)), "when the probe that waited it was sent")
+	miss(t0.Add(750*time.Millisecond), 500*time.Millisecond)
+	g.Expect(cp.results["c-0"].MissedWaitSent).To(Equal(t0.Add(750*time.Millisecond)), "the latest of the probes that waited as long")
 
 	// A look of 1 s sent at 1.0 s, recorded after the periodic probe sent
 	// at 1.25 s: stale, but its wait counts.
 	miss(t0.Add(1250*time.Millisecond), 500*time.Millisecond)
 	g.Expect(miss(t0.Add(time.Second), time.Second)).To(BeTrue(), "the planner hears of the longer wait")
 	g.Expect(cp.results["c-0"].MissedWait).To(Equal(time.Second))
+	g.Expect(cp.results["c-0"].MissedWaitSent).To(Equal(t0.Add(time.Second)), "the look was sent at 1.0 s")
 	g.Expect(cp.results["c-0"].ProbedAt).To(Equal(t0.Add(1250*time.Millisecond)), "the newer probe stays the latest")
+	miss(t0.Add(1500*time.Millisecond), 500*time.Millisecond)
+	g.Expect(cp.results["c-0"].MissedWaitSent).To(Equal(t0.Add(time.Second)), "a shorter wait does not replace the look's")
 
 	// The same look answering at 1.6 s instead: the pod is alive then.
 	cp.results["c-0"] = Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(1250 * time.Millisecond), LastSeen: t0, MissedWait: 500 * time.Millisecond, Role: "master"}
