@@ -194,12 +194,14 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 // or for want of their answers: they would resynchronise from it in full
 // and drop those writes. (The scale benchmark's run 12 saw such a
 // promotion; only Redis's 5 s diskless-sync delay, 0 here, saved the
-// data.) The replicas thaw within the probe timeout; one of them takes
-// over and no acknowledged write is lost.
+// data.) The replicas thaw within the probe timeout (6 s here, so that on
+// a loaded machine a look that waits it surely outlasts the freeze while
+// the operator without the rule has surely promoted the master); one of
+// them takes over and no acknowledged write is lost.
 func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{subnet: 35, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
-		s.HighAvailability.ProbeTimeoutSeconds = 3
+		s.HighAvailability.ProbeTimeoutSeconds = 6
 	}})
 	g := NewWithT(t)
 	first := c.waitReplicating(g)
@@ -233,10 +235,11 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 	// The operator's prober has sent INFO to the restarted process when
 	// a connection shows it (the prober's is the only one that sends
 	// INFO). Its round of probes ends when the frozen replicas' probes
-	// time out, two probe periods (1.5 s) later; a second after that,
-	// without the rule, the operator has promoted the process. The
-	// replicas thaw then, 2 s before a look that waits the probe timeout
-	// (3 s), sent at the end of that round, gives up on them.
+	// time out, two probe periods (3 s) later, and without the rule the
+	// operator promotes the process then. The replicas thaw 1.5 s after
+	// that, and 1.5 s before the earliest look at them that waits the
+	// probe timeout (6 s) gives up: one sent, or a Refresh started, as
+	// soon as the operator saw the restart.
 	g.Eventually(func(g Gomega) {
 		rc := redisAt(c.ips[first], c.password)
 		defer rc.Close()
@@ -244,7 +247,7 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(list).To(ContainSubstring("cmd=info"), "the operator's probe of the restarted process")
 	}).WithTimeout(deadline).WithPolling(20 * time.Millisecond).Should(Succeed())
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond)
 	role := c.info(g, first)["role"]
 	thaw()
 

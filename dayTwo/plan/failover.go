@@ -208,7 +208,14 @@ func followed(p, m PodState, recorded string) bool {
 // is not counted: that is an old master fenced after a failover, whose
 // extra writes no replica acknowledged.
 func lacksHistory(m, p PodState, recorded string) string {
-	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || p.Obs.MasterLinkUp || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
+	// A master that runs as a replica of nobody has been no replica's
+	// sync source in its run (it refuses): what a replica that follows
+	// its address holds came from a run before. Whether that replica has
+	// noticed the run's end yet (a frozen replica that thaws answers
+	// before it reads its closed link; a partitioned one notices after
+	// repl-timeout) does not matter.
+	ofNobody := StartedAsReplica(m) && followed(p, m, recorded)
+	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || (p.Obs.MasterLinkUp && !ofNobody) || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
 		return ""
 	}
 	switch {
@@ -218,6 +225,9 @@ func lacksHistory(m, p PodState, recorded string) string {
 		}
 	case p.Obs.ReplID == m.Obs.ReplID2:
 	case m.Obs.SecondReplOffset > p.Obs.Offset:
+	case ofNobody && (p.Obs.Keys > 0 || p.Obs.Offset > 0):
+		return fmt.Sprintf("it runs as a replica of nobody since %s with a new replication ID, while %s holds offset %d of the history before",
+			runStart(m.Obs).UTC().Format(time.TimeOnly), p.Name, p.Obs.Offset)
 	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && startedSinceLinkLost(m, p):
 		return fmt.Sprintf("its run started %s, a new replication ID, while %s lost its link at %s holding offset %d",
 			runStart(m.Obs).UTC().Format(time.TimeOnly), p.Name, linkLost(p.Obs).UTC().Format(time.TimeOnly), p.Obs.Offset)

@@ -207,11 +207,10 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 //
 //   - A replica that answered, probed before the restart, is probed again
 //     (Refresh).
-//   - One whose last look shows its link to the master's address up has
-//     not noticed the restart yet (the master refuses to be its sync
-//     source): the controller waits for its link to drop (a change the
-//     prober wakes it for) until 2 s after the start, which Redis reports
-//     to the second, then looks again once.
+//   - One whose look since shows its link to the master's address up has
+//     not noticed the restart yet (a frozen replica that thaws answers
+//     before it reads its closed link): it is judged all the same, as
+//     what it holds came from a run before (lacksHistory).
 //   - One that does not answer gets one look, sent after the master's
 //     start, that waits the whole probe timeout, as a master does before
 //     a failover (in the background, so no worker waits; a Refresh of a
@@ -228,7 +227,6 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 // the scale benchmark's run 13).
 func awaitWitnesses(s Snapshot, m PodState) Action {
 	started := runStart(m.Obs)
-	linkSettled := started.Add(2 * time.Second)
 	var stale []string
 	look, wait := Action{Type: ActionNone}, Action{Type: ActionNone}
 	waitFor := func(p PodState, until time.Time, why string) {
@@ -256,13 +254,9 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 			waitFor(p, started.Add(s.ProbeTimeout), p.Name+" has not been probed yet: waiting for its answer")
 		case Healthy(p) && p.Obs.ProbedAt.Before(started):
 			stale = append(stale, p.Name)
-		case Healthy(p) && p.Obs.MasterLinkUp && p.Obs.ProbedAt.Before(linkSettled):
-			if s.Now.Before(linkSettled) {
-				waitFor(p, linkSettled, p.Name+" still reports its link to the master up: waiting for it to drop")
-			} else {
-				stale = append(stale, p.Name)
-			}
 		case Healthy(p):
+			// Judged as it answered (lacksHistory), whether or not it
+			// has noticed yet that the run it followed ended.
 		case p.Obs.Reachable:
 			waitFor(p, started.Add(s.StepDeadline), p.Name+" is loading its dataset: waiting for it")
 		case !p.Obs.LookingSince.IsZero():

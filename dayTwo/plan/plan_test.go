@@ -692,16 +692,13 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		pods: []PodState{restarted(), replica("c-1", ip1, 1000), replica("c-2", ip2, 1010)},
 		want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
 	}, {
-		// Redis counts uptime in whole seconds: a look taken in the
-		// second of the restart may precede it.
-		name: "a replica that still reports its link up right after the restart is waited for",
-		pods: []PodState{justRestarted(), replica("c-1", ip1, 1000), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
-		want: Action{Type: ActionWait, Pod: "c-2", OnAnswer: true, Until: now.Add(time.Second)},
-	}, {
-		name: "past 2 s after the restart, a replica that reported its link up is looked at again",
-		pods: []PodState{justRestarted(), replica("c-1", ip1, 1000), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
-		at:   now.Add(time.Second),
-		want: Action{Type: ActionRefresh, Pods: []string{"c-2"}},
+		// A frozen replica that thaws answers INFO before it reads its
+		// closed link: its link looks up, to a master that refuses to be
+		// anyone's sync source. (Before, such a look let the master be
+		// promoted.)
+		name: "a replica that still reports its link up to a master running as a replica of nobody has not noticed the restart: the master is failed over",
+		pods: []PodState{justRestarted(), probedAt(before(replica("c-1", ip1, 1000)), now.Add(-500*time.Millisecond)), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
+		want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
 	}, {
 		name: "a replica that missed its probes gets a look that waits the whole probe timeout",
 		pods: []PodState{restarted(), unanswered(replica("c-1", ip1, 1000), 500*time.Millisecond), unanswered(replica("c-2", ip2, 1010), 500*time.Millisecond)},
@@ -751,16 +748,25 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		// replica's. Both say the run began when the link was lost (5 s
 		// ago); compared as ages (5 s against 1 s) the master seemed to
 		// have run since before.
+		// (A promoted master, as a replica of nobody is judged without
+		// times: it was no one's sync source in its run.)
 		name: "the master's run and the replica's lost link are compared as times, not as ages from different looks",
-		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 5; return p }(),
+		pods: []PodState{history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 5),
 			probedAt(linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 1), now.Add(-4*time.Second))},
 		want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 	}, {
 		// The tolerance covers Redis's whole seconds (2 s), no more.
 		name: "a master whose run began 3 s before the replica lost its link is not taken for one that restarted since",
-		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 8; return p }(),
+		pods: []PodState{history(pod("c-0", ip0, "master", "", "master", 40, 10), "B", "", 0, 8),
 			linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 5)},
-		want: Action{Type: ActionPromote, Pod: "c-0"},
+		want: Action{Type: ActionNone},
+	}, {
+		// Frozen, it noticed the end of the run it followed only after
+		// the master had restarted.
+		name: "a replica that noticed late that its link was lost still holds writes a master running as a replica of nobody lacks",
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 8; return p }(),
+			linkDown(history(pod("c-1", ip1, "slave", ip0, "replica", 1000, 10), "A", "", 0, 600), 1)},
+		want: Action{Type: ActionStartFailover, Pod: "c-1", Master: "c-0"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
