@@ -276,6 +276,26 @@ func (p *redisProc) pid() int {
 	return p.cmd.Process.Pid
 }
 
+// freeze stops the pods' processes (SIGSTOP), as a loaded node or a
+// stalled disk would: connections stay open, nothing answers. The thaw
+// it returns (SIGCONT) may be called more than once; the test's cleanup
+// calls it too.
+func (c *cluster) freeze(g Gomega, pods ...string) (thaw func()) {
+	for _, p := range pods {
+		g.Expect(syscall.Kill(c.redis[p].pid(), syscall.SIGSTOP)).To(Succeed(), "freeze "+p)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, p := range pods {
+				_ = syscall.Kill(c.redis[p].pid(), syscall.SIGCONT)
+			}
+		})
+	}
+	c.t.Cleanup(thaw)
+	return thaw
+}
+
 // kill ends the process with SIGKILL, as a crash would.
 func (p *redisProc) kill() {
 	p.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -169,10 +168,9 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 	w := c.startWriter()
 	w.waitAcked(g, 200)
 
-	pid := c.redis[master].pid()
-	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+	thaw := c.freeze(g, master)
 	time.Sleep(2600 * time.Millisecond)
-	g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
+	thaw()
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.events(g)[cachev1alpha1.EventMasterSlow]).To(ContainElement(ContainSubstring(master + " missed its probes for more than 2s")))
@@ -208,20 +206,7 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 	w := c.startWriter()
 	w.waitAcked(g, 500)
 
-	replicas := without(c.pods, first)
-	for _, p := range replicas {
-		g.Expect(syscall.Kill(c.redis[p].pid(), syscall.SIGSTOP)).To(Succeed())
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			for _, p := range replicas {
-				g.Expect(syscall.Kill(c.redis[p].pid(), syscall.SIGCONT)).To(Succeed())
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := c.freeze(g, without(c.pods, first)...)
 	m := c.redis[first]
 	m.kill()
 	file, err := aof.NewestIncr(filepath.Join(m.dir, "appendonly"))

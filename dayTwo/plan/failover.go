@@ -215,6 +215,7 @@ func lacksHistory(m, p PodState, recorded string) string {
 	// before it reads its closed link; a partitioned one notices after
 	// repl-timeout) does not matter.
 	ofNobody := StartedAsReplica(m) && followed(p, m, recorded)
+	holds := p.Obs.Keys > 0 || p.Obs.Offset > 0
 	if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || (p.Obs.MasterLinkUp && !ofNobody) || m.Obs.ReplID == "" || p.Obs.ReplID == "" {
 		return ""
 	}
@@ -225,10 +226,10 @@ func lacksHistory(m, p PodState, recorded string) string {
 		}
 	case p.Obs.ReplID == m.Obs.ReplID2:
 	case m.Obs.SecondReplOffset > p.Obs.Offset:
-	case ofNobody && (p.Obs.Keys > 0 || p.Obs.Offset > 0):
+	case ofNobody && holds:
 		return fmt.Sprintf("it runs as a replica of nobody since %s with a new replication ID, while %s holds offset %d of the history before",
 			runStart(m.Obs).UTC().Format(time.TimeOnly), p.Name, p.Obs.Offset)
-	case followed(p, m, recorded) && (p.Obs.Keys > 0 || p.Obs.Offset > 0) && startedSinceLinkLost(m, p):
+	case followed(p, m, recorded) && holds && startedSinceLinkLost(m, p):
 		return fmt.Sprintf("its run started %s, a new replication ID, while %s lost its link at %s holding offset %d",
 			runStart(m.Obs).UTC().Format(time.TimeOnly), p.Name, linkLost(p.Obs).UTC().Format(time.TimeOnly), p.Obs.Offset)
 	}
