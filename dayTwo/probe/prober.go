@@ -418,12 +418,12 @@ func (cp *clusterProbe) record(o Observation) bool {
 	if had && prev.IP != o.IP {
 		had = false
 	}
-	if had && o.ProbedAt.Before(prev.ProbedAt) {
+	if had && o.ProbedAt.Before(prev.ProbedAt) && !answeredSince(prev, o) {
 		// A periodic probe sent before a step and recorded after the
 		// look the step took at its effect (Refresh) is stale. A look
-		// that waited longer (Look, Refresh) and ends after the periodic
-		// probes sent during it still tells how long the pod was waited
-		// for, or that it answered then.
+		// that waited longer (Look, Refresh) and ends in vain after the
+		// periodic probes sent during it still tells how long the pod
+		// was waited for.
 		return cp.recordStale(prev, o)
 	}
 	if !o.Reachable {
@@ -473,23 +473,26 @@ func (cp *clusterProbe) record(o Observation) bool {
 	return !had || significant(prev, o) || (!o.Reachable && o.Role == "master")
 }
 
+// answeredSince: o, sent before prev, is an answer that came after prev
+// (a failed probe) was sent. It is the newest word from the pod, recorded
+// whole: the pod is alive, the waiting starts over, and what it holds is
+// read from that answer. (A look at a replica slow on a loaded node
+// answers after the shorter periodic probes sent during it fail; keeping
+// only the time of that answer left the replica unreachable and without
+// a look since a master's restart, so the master was never judged and
+// the look was sent again, round after round.)
+func answeredSince(prev, o Observation) bool {
+	return !prev.Reachable && o.Reachable && o.LastSeen.After(prev.ProbedAt)
+}
+
 // recordStale keeps, of an observation older than the pod's latest, what
-// is still news: an answer received after the latest (unreachable) look
-// was sent, or a longer wait in vain. It tells whether the planner must
+// is still news: a longer wait in vain. It tells whether the planner must
 // hear of it. The caller holds cp.mu.
 func (cp *clusterProbe) recordStale(prev, o Observation) bool {
-	switch {
-	case prev.Reachable:
-		return false
-	case o.Reachable && o.LastSeen.After(prev.ProbedAt):
-		// The pod answered after the probe that says it does not was
-		// sent: it is alive, and the waiting starts over.
-		prev.LastSeen, prev.MissedWait, prev.MissedWaitSent = o.LastSeen, 0, time.Time{}
-	case !o.Reachable && (o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))):
-		prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt
-	default:
+	if prev.Reachable || o.Reachable || !(o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))) {
 		return false
 	}
+	prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt
 	cp.results[prev.Pod] = prev
 	return true
 }

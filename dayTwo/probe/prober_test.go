@@ -125,11 +125,22 @@ func TestTheLongestWaitInVainIsKept(t *testing.T) {
 	miss(t0.Add(1500*time.Millisecond), 500*time.Millisecond)
 	g.Expect(cp.results["c-0"].MissedWaitSent).To(Equal(t0.Add(time.Second)), "a shorter wait does not replace the look's")
 
-	// The same look answering at 1.6 s instead: the pod is alive then.
-	cp.results["c-0"] = Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(1250 * time.Millisecond), LastSeen: t0, MissedWait: 500 * time.Millisecond, Role: "master"}
-	g.Expect(cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(time.Second), Reachable: true, LastSeen: t0.Add(1600 * time.Millisecond)})).To(BeTrue())
-	g.Expect(cp.results["c-0"].LastSeen).To(Equal(t0.Add(1600 * time.Millisecond)))
-	g.Expect(cp.results["c-0"].MissedWait).To(BeZero())
+	// The same look answering at 1.6 s instead: the pod is alive then,
+	// and its answer is what the pod holds now, recorded whole.
+	cp.results["c-0"] = Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(1250 * time.Millisecond), LastSeen: t0, MissedWait: 500 * time.Millisecond, FailingSince: t0.Add(250 * time.Millisecond), Role: "master", Offset: 10}
+	g.Expect(cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(time.Second), Reachable: true, LastSeen: t0.Add(1600 * time.Millisecond), Role: "slave", MasterHost: ip1, Offset: 20})).To(BeTrue())
+	got := cp.results["c-0"]
+	g.Expect(got.Reachable).To(BeTrue())
+	g.Expect(got.LastSeen).To(Equal(t0.Add(1600 * time.Millisecond)))
+	g.Expect(got.MissedWait).To(BeZero())
+	g.Expect(got.FailingSince).To(BeZero())
+	g.Expect([]any{got.Role, got.MasterHost, got.Offset}).To(Equal([]any{"slave", ip1, int64(20)}), "read from the answer, not kept from before it")
+	// The periodic probe sent at 1.5 s fails after it: the pod is slow,
+	// and what it holds is still the answer's.
+	miss(t0.Add(1500*time.Millisecond), 500*time.Millisecond)
+	got = cp.results["c-0"]
+	g.Expect(got.Reachable).To(BeFalse())
+	g.Expect([]any{got.Role, got.Offset, got.LastSeen}).To(Equal([]any{"slave", int64(20), t0.Add(1600 * time.Millisecond)}))
 
 	// A stale answer older than the latest failure says nothing new.
 	g.Expect(cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: t0.Add(100 * time.Millisecond), Reachable: true, LastSeen: t0.Add(200 * time.Millisecond)})).To(BeFalse())
