@@ -208,6 +208,12 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// envSigned reads an integer that may be negative; 0 when unset.
+func envSigned(name string) int {
+	v, _ := strconv.Atoi(os.Getenv(name))
+	return v
+}
+
 // redisHz is the benchmark's redis-servers' hz (SCALE_REDIS_HZ, default
 // 1). At Redis's default of 10 an idle server with the operator's probe
 // took 0.19 % of a core in the fleet (serverCron ten times a second, each
@@ -218,6 +224,14 @@ func envInt(name string, def int) int {
 // compare like with like; hz changes Redis's own timers (expiry, client
 // timeouts, noticing a finished BGSAVE), not the operator's probes.
 var redisHz = envInt("SCALE_REDIS_HZ", 1)
+
+// retainClaims sets storage.retainOnDelete on the benchmark's clusters
+// (SCALE_RETAIN_CLAIMS=1): their StatefulSets keep their claims
+// (persistentVolumeClaimRetentionPolicy Retain), so kube-controller-manager
+// never writes owner references to a new claim while the scheduler writes
+// its selected node to it. It tells how much of the fleet's come-up those
+// conflicting writes cost.
+var retainClaims = envInt("SCALE_RETAIN_CLAIMS", 0) == 1
 
 // create makes a namespace and a small CacheCluster in it.
 func (e *scaleEnv) create(b *testing.B, ns, name string) *cachev1alpha1.CacheCluster {
@@ -230,7 +244,8 @@ func (e *scaleEnv) create(b *testing.B, ns, name string) *cachev1alpha1.CacheClu
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: cachev1alpha1.CacheClusterSpec{Version: "7.0.15", Replicas: &three,
 			Config:           map[string]cachev1alpha1.ConfigValue{"maxmemory": "8mb", "hz": cachev1alpha1.ConfigValue(strconv.Itoa(redisHz))},
-			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: int32(detection.Seconds())}},
+			HighAvailability: cachev1alpha1.HighAvailabilitySpec{ProbeTimeoutSeconds: int32(detection.Seconds())},
+			Storage:          cachev1alpha1.StorageSpec{RetainOnDelete: retainClaims}},
 	}
 	if err := e.k8s.Create(ctx, cc); err != nil {
 		b.Fatal(err)
