@@ -378,17 +378,19 @@ func FuzzRender(f *testing.F) {
 }
 
 // probeTimeoutSeconds is the failure detector's timeout. The readiness
-// probe only keeps a pod that cannot serve out of the Services; a short
-// timeout there took healthy masters out of them on a busy node, so it
-// never goes under 5 s. Startup and liveness follow probeTimeoutSeconds.
-func TestReadinessProbeTimeoutIsNeverUnderFiveSeconds(t *testing.T) {
+// probe only keeps a pod that cannot serve out of the Services, and the
+// liveness probe kills a process that no longer accepts connections; a
+// short timeout took healthy masters out of the Services, or killed them,
+// on a busy node, so neither goes under 5 s. The startup probe follows
+// probeTimeoutSeconds: a miss only waits for the next of its 150 tries.
+func TestReadinessAndLivenessProbeTimeoutsAreNeverUnderFiveSeconds(t *testing.T) {
 	for _, tc := range []struct {
-		probeTimeout                int32
-		wantReadiness, wantLiveness int64
+		probeTimeout                             int32
+		wantReadiness, wantLiveness, wantStartup int64
 	}{
-		{probeTimeout: 1, wantReadiness: 5, wantLiveness: 1},
-		{probeTimeout: 0, wantReadiness: 5, wantLiveness: 5},
-		{probeTimeout: 8, wantReadiness: 8, wantLiveness: 8},
+		{probeTimeout: 1, wantReadiness: 5, wantLiveness: 5, wantStartup: 1},
+		{probeTimeout: 0, wantReadiness: 5, wantLiveness: 5, wantStartup: 5},
+		{probeTimeout: 8, wantReadiness: 8, wantLiveness: 8, wantStartup: 8},
 	} {
 		t.Run(fmt.Sprintf("probeTimeoutSeconds=%d", tc.probeTimeout), func(t *testing.T) {
 			g := NewWithT(t)
@@ -413,7 +415,7 @@ func TestReadinessProbeTimeoutIsNeverUnderFiveSeconds(t *testing.T) {
 			startup, _, _ := unstructured.NestedInt64(container, "startupProbe", "timeoutSeconds")
 			g.Expect(readiness).To(Equal(tc.wantReadiness))
 			g.Expect(liveness).To(Equal(tc.wantLiveness))
-			g.Expect(startup).To(Equal(tc.wantLiveness))
+			g.Expect(startup).To(Equal(tc.wantStartup))
 		})
 	}
 }
