@@ -208,12 +208,6 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// envSigned reads an integer that may be negative; 0 when unset.
-func envSigned(name string) int {
-	v, _ := strconv.Atoi(os.Getenv(name))
-	return v
-}
-
 // redisHz is the benchmark's redis-servers' hz (SCALE_REDIS_HZ, default
 // 1). At Redis's default of 10 an idle server with the operator's probe
 // took 0.19 % of a core in the fleet (serverCron ten times a second, each

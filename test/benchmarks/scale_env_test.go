@@ -88,11 +88,6 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		// nodes turned NotReady and their pods were evicted (268
 		// TaintManagerEviction events in the first 15 minutes of a run).
 		NodeMonitorGracePeriod: 50 * time.Second,
-		// SCALE_CONTROL_PLANE_NICE (e.g. -10): the control plane before
-		// the pods and the operator for the CPU, as if on machines of its
-		// own. Off by default: the runs in docs/scale.md share the cores
-		// evenly unless they say otherwise.
-		ControlPlaneNice: envSigned("SCALE_CONTROL_PLANE_NICE"),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -47,13 +47,6 @@ type Options struct {
 	// two cores) the default marks healthy nodes NotReady: such runs set
 	// Kubernetes' own default, 50 s.
 	NodeMonitorGracePeriod time.Duration
-	// ControlPlaneNice, when not 0, is the nice value of etcd,
-	// kube-apiserver, kube-controller-manager and kube-scheduler (-20 to
-	// 19; negative needs root). In a real cluster the control plane runs
-	// on machines of its own; here it shares the cores with every pod and
-	// the operator, and hundreds of pods starve it. A restarted
-	// kube-apiserver runs at the default priority again.
-	ControlPlaneNice int
 }
 
 // DefaultNodeMonitorGracePeriod is Options.NodeMonitorGracePeriod's

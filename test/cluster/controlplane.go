@@ -6,9 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -152,57 +149,7 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		cp.stop()
 		return nil, err
 	}
-	if o.ControlPlaneNice != 0 {
-		if err := cp.renice(o.ControlPlaneNice); err != nil {
-			cp.stop()
-			return nil, err
-		}
-	}
 	return cp, nil
-}
-
-// renice sets the scheduling priority of every thread of the control
-// plane's processes (etcd and kube-apiserver started by envtest, the
-// components started here): Linux keeps a nice value per thread, and a
-// thread inherits its creator's. A process is the control plane's when it
-// runs one of its binaries with this cluster's folder in its arguments.
-func (cp *controlPlane) renice(nice int) error {
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return err
-	}
-	found := 0
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if !slices.Contains([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}, filepath.Base(args[0])) ||
-			!strings.HasPrefix(args[0], cp.bin) || !strings.Contains(string(cmdline), cp.dir) {
-			continue
-		}
-		tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
-		if err != nil {
-			continue
-		}
-		for _, t := range tasks {
-			if tid, err := strconv.Atoi(t.Name()); err == nil {
-				if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil {
-					return fmt.Errorf("renice %s (thread %d): %w", filepath.Base(args[0]), tid, err)
-				}
-			}
-		}
-		found++
-	}
-	if found != 4 {
-		return fmt.Errorf("renice: found %d of the control plane's 4 processes", found)
-	}
-	return nil
 }
 
 // renameContext names the kubeconfig's context after the project, so a
