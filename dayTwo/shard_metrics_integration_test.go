@@ -62,7 +62,7 @@ func (c *cluster) expectEvenShardSeries(g Gomega, n int) {
 // redis-server processes report; they go with the cluster.
 func TestIntegrationShardMetrics(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, shardedOpts(41))
+	c := newCluster(t, shardedOpts(37))
 	g := NewWithT(t)
 	c.waitShards(g, formedShards)
 	c.expectEvenShardSeries(g, 3)
