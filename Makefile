@@ -75,7 +75,7 @@ capture: tools ## Run the end-to-end suite and write the live CacheClusters it s
 test: tools verify vet unit e2e e2e-argocd ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, reshard.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 100; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; docs/scale.md).
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, reshard.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json, claims.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 100; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; SCALE_CLAIMS the claims bound without pods, default 900; docs/scale.md).
 	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
 	go run ./hack/benchjson -out bench/plan.json -- -bench BenchmarkPlan ./dayTwo/plan/
 	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- -bench BenchmarkDevcluster ./test/benchmarks/
@@ -86,6 +86,7 @@ bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devclust
 	go run ./hack/benchjson -out bench/sharded-backup.json -benchtime 1x -timeout 60m -tags e2e -- -bench BenchmarkShardedBackup ./test/benchmarks/
 	go run ./hack/benchjson -out bench/scale.json -benchtime 1x -timeout 90m -tags e2e -- -bench '^BenchmarkScale$$' ./test/benchmarks/
 	go run ./hack/benchjson -out bench/scale-controlplane.json -benchtime 1x -timeout 60m -tags e2e -- -bench '^BenchmarkScaleControlPlane$$' ./test/benchmarks/
+	go run ./hack/benchjson -out bench/claims.json -benchtime 1x -timeout 60m -tags e2e -- -bench '^BenchmarkClaimBinding$$' ./test/benchmarks/
 
 .PHONY: build
 build: ## Build the manager and the dev cluster.

@@ -273,8 +273,14 @@ func (e *scaleEnv) tryScrape() (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads Prometheus' text format: every series by its name
+// and labels as written.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
