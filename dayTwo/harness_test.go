@@ -14,6 +14,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,6 +296,200 @@ func (c *cluster) freeze(g Gomega, pods ...string) (thaw func()) {
 	}
 	c.t.Cleanup(thaw)
 	return thaw
+}
+
+// lagProxy stands on a pod's address in front of its redis-server and
+// holds every answer back for a while (delay), as a loaded node or a slow
+// network would: each request is answered, that long after the server
+// answered it, whoever sent it and whatever else waits. A frozen process
+// cannot do that: when it runs again it answers everything waiting at
+// once, the newest probe with the oldest.
+type lagProxy struct {
+	ln      net.Listener
+	backend string
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	delay   time.Duration
+	changed chan struct{}
+	conns   map[net.Conn]struct{}
+	// gaveUp counts the connections whose client left while an answer
+	// to it was held back; answered, those that got an answer (late,
+	// while a delay is set).
+	gaveUp, answered int
+}
+
+// lagPort is where a lagging pod's redis-server listens, on its address.
+const lagPort = "6380"
+
+// lag puts the pod's Redis behind a lagProxy that holds its answers back
+// for delay, until the test ends or set changes it. redis-server moves to
+// lagPort (announcing 6379 to its masters) and keeps its connections: its
+// link to its master, its replicas'. Its clients (the operator's) are
+// dropped, so they come back through the proxy, which connects from the
+// client's own address.
+func (c *cluster) lag(g Gomega, pod string, delay time.Duration) *lagProxy {
+	ctx := context.Background()
+	ip := c.ips[pod]
+	rc := redisAt(ip, c.password)
+	g.Expect(rc.ConfigSet(ctx, "replica-announce-port", "6379").Err()).To(Succeed(), pod)
+	g.Expect(rc.ConfigSet(ctx, "port", lagPort).Err()).To(Succeed(), pod)
+	_ = rc.Close()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "6379"))
+	g.Expect(err).NotTo(HaveOccurred(), pod)
+	l := &lagProxy{ln: ln, backend: net.JoinHostPort(ip, lagPort), done: make(chan struct{}),
+		delay: delay, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	l.wg.Add(1)
+	go l.accept()
+	c.t.Cleanup(l.close)
+	direct := redis.NewClient(&redis.Options{Addr: l.backend, Password: c.password, DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+	defer direct.Close()
+	g.Expect(direct.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()).To(Succeed(), pod)
+	return l
+}
+
+// set changes the delay, for the answers held back now too.
+func (l *lagProxy) set(delay time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delay = delay
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// counts returns how many connections' clients gave up waiting for an
+// answer, and how many got one late.
+func (l *lagProxy) counts() (gaveUp, answered int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gaveUp, l.answered
+}
+
+func (l *lagProxy) accept() {
+	defer l.wg.Done()
+	for {
+		client, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		from := client.RemoteAddr().(*net.TCPAddr)
+		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: from.IP}}
+		server, err := d.Dial("tcp", l.backend)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		if !l.track(client, server) {
+			return
+		}
+		left := make(chan struct{})
+		l.wg.Add(2)
+		go func() {
+			// Requests go through at once.
+			defer l.wg.Done()
+			_, _ = io.Copy(server, client)
+			close(left)
+			_ = server.Close()
+		}()
+		go func() {
+			defer l.wg.Done()
+			defer l.untrack(client, server)
+			l.answer(client, server, left)
+		}()
+	}
+}
+
+// answer passes the server's answers on to the client, each delay after
+// it came, until either side leaves.
+func (l *lagProxy) answer(client, server net.Conn, left <-chan struct{}) {
+	buf := make([]byte, 64<<10)
+	late := false
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if !l.hold(time.Now(), left) {
+				l.count(&l.gaveUp)
+				return
+			}
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
+			if !late {
+				late = true
+				l.count(&l.answered)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hold waits until delay after since; false when the client left or the
+// proxy closed first.
+func (l *lagProxy) hold(since time.Time, left <-chan struct{}) bool {
+	for {
+		l.mu.Lock()
+		wait, changed := time.Until(since.Add(l.delay)), l.changed
+		l.mu.Unlock()
+		if wait <= 0 {
+			return true
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-changed:
+		case <-left:
+			timer.Stop()
+			return false
+		case <-l.done:
+			timer.Stop()
+			return false
+		}
+		timer.Stop()
+	}
+}
+
+func (l *lagProxy) count(n *int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*n++
+}
+
+// track remembers a connection's two ends for close; false when the proxy
+// is closing (it closes them).
+func (l *lagProxy) track(client, server net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.done:
+		_, _ = client.Close(), server.Close()
+		return false
+	default:
+	}
+	l.conns[client], l.conns[server] = struct{}{}, struct{}{}
+	return true
+}
+
+func (l *lagProxy) untrack(client, server net.Conn) {
+	_, _ = client.Close(), server.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.conns, client)
+	delete(l.conns, server)
+}
+
+func (l *lagProxy) close() {
+	l.mu.Lock()
+	close(l.done)
+	for c := range l.conns {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	_ = l.ln.Close()
+	l.wg.Wait()
 }
 
 // kill ends the process with SIGKILL, as a crash would.

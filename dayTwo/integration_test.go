@@ -252,6 +252,84 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 	g.Expect(role).To(Equal("slave"), first+" is not promoted while its replicas do not answer")
 }
 
+// A master killed and restarted in place, as a replica of nobody without
+// its last writes (cut from its append-only file), while one replica is
+// slow: it answers every request, but late, as on a loaded node. The
+// operator waits for a look at that replica, sent after the restart, that
+// waits the whole probe timeout (14 s here, so the probe period is 2 s and
+// a periodic probe waits 4 s); the test proxies the replica's answers 5 s
+// late (lag), so a probe on a new connection (AUTH, then INFO) is answered
+// after 10 s: every periodic probe fails, every look is answered (4 s to
+// spare), and each look's answer comes after a periodic probe sent while
+// it waited has failed (the probe rounds follow each other 4 s apart while
+// the replica's fail, so one starts within 4 s of the look and has failed
+// within 8 s: 2 s to spare). The look's answer is the replica's newest word and must be
+// recorded whole: the replica is judged, the master failed over. (Recorded
+// as stale, it left the replica unreachable and without a look since the
+// restart, so the look was sent again, round after round, and the cluster
+// stayed without a master until the pods were recreated after 5 minutes.
+// A replica frozen and thawed by turns cannot show it: when it runs again
+// it answers the periodic probe in flight too, which is newer.) The
+// failover starts while the replica is still slow (the rounds, 4 s long,
+// see the restart up to 8 s after it, and the look's answer comes 10 s
+// later: well within deadline, where the pods here, always Ready, are never
+// recreated); then it answers at once again, and no acknowledged write is
+// lost. The look must have been answered, not timed out: a replica that
+// misses it is taken for down, and the master is judged without it.
+func TestIntegrationARestartedMasterIsJudgedOnASlowReplicasLateAnswer(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOpts{subnet: 36, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
+		s.HighAvailability.ProbeTimeoutSeconds = 14
+	}})
+	g := NewWithT(t)
+	first := c.waitReplicating(g)
+	w := c.startWriter()
+	w.waitAcked(g, 500)
+
+	slow := without(c.pods, first)[0]
+	lag := c.lag(g, slow, 5*time.Second)
+	// The operator's periodic probe of the slow replica has failed: it is
+	// unreachable before the master's restart.
+	g.Eventually(func() int { gaveUp, _ := lag.counts(); return gaveUp }).WithTimeout(deadline).WithPolling(poll).
+		Should(BeNumerically(">", 0), "probes of "+slow+" given up")
+
+	m := c.redis[first]
+	m.kill()
+	file, err := aof.NewestIncr(filepath.Join(m.dir, "appendonly"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cut, err := aof.CutLastWrites(file, 200)
+	g.Expect(err).NotTo(HaveOccurred())
+	m.extra = append(m.extra, "--replicaof", cachev1alpha1.StartupMasterHost, cachev1alpha1.StartupMasterPort)
+	m.start(t)
+
+	var role string
+	g.Eventually(func(g Gomega) {
+		cc := c.get(g)
+		op := cc.Status.Operation
+		g.Expect(cc.Status.CurrentMaster != first || (op != nil && op.Type == cachev1alpha1.OperationFailover && op.FromPod == first)).
+			To(BeTrue(), "a failover from %s while %s answers late (status.currentMaster %q, status.operation %+v)", first, slow, cc.Status.CurrentMaster, op)
+		role = c.info(g, first)["role"]
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	gaveUp, answered := lag.counts()
+	lag.set(0)
+
+	var second string
+	g.Eventually(func(g Gomega) {
+		cc := c.get(g)
+		second = cc.Status.CurrentMaster
+		g.Expect(second).NotTo(Or(BeEmpty(), Equal(first)), "status.currentMaster")
+		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { c.expectReplicating(g, second, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	w.waitAcked(g, 100)
+	checked, lost := w.lostOn(g, second)
+	t.Logf("cut %d bytes of %s's append-only file; while %s answered late, %d of its connections gave up and %d got their answer, and %s's role was %s; failed over to %s; %d acknowledged writes checked, %d lost",
+		cut, first, slow, gaveUp, answered, first, role, second, checked, len(lost))
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(role).To(Equal("slave"), first+" is not promoted while "+slow+" answers late")
+	g.Expect(answered).To(BeNumerically(">", 0), "a look at "+slow+" answered late: the failover did not wait for one that timed out")
+}
+
 // A replica made master by hand is made a replica of the recorded master
 // again, which stays master, and the clients connected to it are dropped
 // (they would write to a replica otherwise).
