@@ -57,6 +57,12 @@ import (
 const (
 	deadline = 30 * time.Second
 	poll     = 25 * time.Millisecond
+	// lookDeadline bounds a wait for a judgement that may take more than
+	// one look at a slow pod: a look answered late is recorded, then
+	// the periodic probe in flight fails 0–4 s after it (it was sent
+	// later, so it is newer); a reconcile that reads the pod after that
+	// sends another look (up to the probe timeout more).
+	lookDeadline = 2 * deadline
 )
 
 var (
@@ -300,10 +306,13 @@ func (c *cluster) freeze(g Gomega, pods ...string) (thaw func()) {
 
 // lagProxy stands on a pod's address in front of its redis-server and
 // holds every answer back for a while (delay), as a loaded node or a slow
-// network would: each request is answered, that long after the server
-// answered it, whoever sent it and whatever else waits. A frozen process
-// cannot do that: when it runs again it answers everything waiting at
-// once, the newest probe with the oldest.
+// network would: a client that sends one request at a time, as the
+// operator's prober does, gets each answer that long after the server
+// answered it, whatever other connections wait. (On one connection the
+// chunks the server sends are held one after another: pipelined answers,
+// or replication traffic, wait a delay each.) A frozen process cannot do
+// that: when it runs again it answers everything waiting at once, the
+// newest probe with the oldest.
 type lagProxy struct {
 	ln      net.Listener
 	backend string
@@ -315,8 +324,7 @@ type lagProxy struct {
 	changed chan struct{}
 	conns   map[net.Conn]struct{}
 	// gaveUp counts the connections whose client left while an answer
-	// to it was held back; answered, those that got an answer (late,
-	// while a delay is set).
+	// to it was held back; answered, those that got a first answer.
 	gaveUp, answered int
 }
 
@@ -333,9 +341,9 @@ func (c *cluster) lag(g Gomega, pod string, delay time.Duration) *lagProxy {
 	ctx := context.Background()
 	ip := c.ips[pod]
 	rc := redisAt(ip, c.password)
+	defer rc.Close()
 	g.Expect(rc.ConfigSet(ctx, "replica-announce-port", "6379").Err()).To(Succeed(), pod)
 	g.Expect(rc.ConfigSet(ctx, "port", lagPort).Err()).To(Succeed(), pod)
-	_ = rc.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "6379"))
 	g.Expect(err).NotTo(HaveOccurred(), pod)
 	l := &lagProxy{ln: ln, backend: net.JoinHostPort(ip, lagPort), done: make(chan struct{}),
@@ -343,8 +351,7 @@ func (c *cluster) lag(g Gomega, pod string, delay time.Duration) *lagProxy {
 	l.wg.Add(1)
 	go l.accept()
 	c.t.Cleanup(l.close)
-	direct := redis.NewClient(&redis.Options{Addr: l.backend, Password: c.password, DialTimeout: time.Second,
-		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+	direct := redisAtPort(ip, lagPort, c.password)
 	defer direct.Close()
 	g.Expect(direct.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err()).To(Succeed(), pod)
 	return l
@@ -513,8 +520,11 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func redisAt(ip, password string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: ip + ":6379", Password: password, DialTimeout: time.Second,
+func redisAt(ip, password string) *redis.Client { return redisAtPort(ip, "6379", password) }
+
+// redisAtPort is redisAt on another port (a lagging pod's server).
+func redisAtPort(ip, port, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, port), Password: password, DialTimeout: time.Second,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
 }
 
