@@ -88,6 +88,9 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 		// nodes turned NotReady and their pods were evicted (268
 		// TaintManagerEviction events in the first 15 minutes of a run).
 		NodeMonitorGracePeriod: 50 * time.Second,
+		// SCALE_KCM_QPS=20 measures with Kubernetes' default request
+		// limit (run 18's left column).
+		ControllerManagerQPS: envInt("SCALE_KCM_QPS", 0),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -300,12 +303,19 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// sumSeries adds the series of one metric whose labels contain the given
-// text.
-func sumSeries(m map[string]float64, name, labels string) float64 {
+// sumSeries adds the series of one metric whose labels contain every
+// one of the given texts.
+func sumSeries(m map[string]float64, name string, labels ...string) float64 {
 	total := 0.0
 	for k, v := range m {
-		if (k == name || strings.HasPrefix(k, name+"{")) && strings.Contains(k, labels) {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(k, l)
+		}
+		if match {
 			total += v
 		}
 	}

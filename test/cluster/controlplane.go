@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -110,6 +111,7 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 	if grace <= 0 {
 		grace = DefaultNodeMonitorGracePeriod
 	}
+	qps := cmp.Or(max(o.ControllerManagerQPS, 0), DefaultControllerManagerQPS)
 	kcm := []string{
 		"--kubeconfig=" + cp.kubeconfig,
 		"--authentication-kubeconfig=" + cp.kubeconfig,
@@ -125,13 +127,9 @@ func startControlPlane(ctx context.Context, o Options) (*controlPlane, error) {
 		"--node-monitor-period=1s",
 		"--node-monitor-grace-period=" + grace.String(),
 		"--concurrent-statefulset-syncs=10",
-		// Each controller's client may send 20 requests a second by
-		// default. The volume binder needs five a claim, so 900 claims
-		// took 3 min 46 s to bind on an idle machine, one every 0.25 s
-		// (BenchmarkClaimBinding, docs/scale.md run 18); large clusters
-		// raise the limit, and so does this one.
-		"--kube-api-qps=200",
-		"--kube-api-burst=400",
+		// Options.ControllerManagerQPS.
+		fmt.Sprintf("--kube-api-qps=%d", qps),
+		fmt.Sprintf("--kube-api-burst=%d", 2*qps),
 		// Kubernetes 1.37's beta PersistentVolumeClaimUnusedSinceTime
 		// writes an Unused condition to every new claim's status while
 		// the scheduler writes its selected-node annotation: 806 of 900
