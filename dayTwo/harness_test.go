@@ -50,6 +50,7 @@ import (
 	daytwo "github.com/cacheops/cacheops/dayTwo"
 	"github.com/cacheops/cacheops/dayTwo/probe"
 	"github.com/cacheops/cacheops/renderer/controller"
+	"github.com/cacheops/cacheops/test/aof"
 )
 
 // Waits of the integration tests, in one place. They bound polls; nothing
@@ -497,6 +498,38 @@ func (l *lagProxy) close() {
 	l.mu.Unlock()
 	_ = l.ln.Close()
 	l.wg.Wait()
+}
+
+// restartWithoutLastWrites kills the pod's redis-server, cuts its last
+// writes (n commands) from its append-only file and starts it again as
+// the chart starts every pod, a replica of nobody: a master that comes
+// back with a new history and without writes its replicas acknowledged.
+// It returns the bytes cut.
+func (c *cluster) restartWithoutLastWrites(g Gomega, pod string, n int) int64 {
+	m := c.redis[pod]
+	m.kill()
+	file, err := aof.NewestIncr(filepath.Join(m.dir, "appendonly"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cut, err := aof.CutLastWrites(file, n)
+	g.Expect(err).NotTo(HaveOccurred())
+	m.extra = append(m.extra, "--replicaof", cachev1alpha1.StartupMasterHost, cachev1alpha1.StartupMasterPort)
+	m.start(c.t)
+	return cut
+}
+
+// failedOverFrom waits until another pod than from is the master, the
+// operation is done and every pod replicates from it; it returns that
+// pod.
+func (c *cluster) failedOverFrom(g Gomega, from string) string {
+	var master string
+	g.Eventually(func(g Gomega) {
+		cc := c.get(g)
+		master = cc.Status.CurrentMaster
+		g.Expect(master).NotTo(Or(BeEmpty(), Equal(from)), "status.currentMaster")
+		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
+	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { c.expectReplicating(g, master, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	return master
 }
 
 // kill ends the process with SIGKILL, as a crash would.

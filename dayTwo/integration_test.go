@@ -3,7 +3,6 @@ package daytwo_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
-	"github.com/cacheops/cacheops/test/aof"
 )
 
 // The day-two controller against a real API server and real redis-server
@@ -207,16 +205,7 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 	w.waitAcked(g, 500)
 
 	thaw := c.freeze(g, without(c.pods, first)...)
-	m := c.redis[first]
-	m.kill()
-	file, err := aof.NewestIncr(filepath.Join(m.dir, "appendonly"))
-	g.Expect(err).NotTo(HaveOccurred())
-	cut, err := aof.CutLastWrites(file, 200)
-	g.Expect(err).NotTo(HaveOccurred())
-	// As the chart configures every pod: a process starts as a replica of
-	// nobody.
-	m.extra = append(m.extra, "--replicaof", cachev1alpha1.StartupMasterHost, cachev1alpha1.StartupMasterPort)
-	m.start(t)
+	cut := c.restartWithoutLastWrites(g, first, 200)
 	// The operator's prober has sent INFO to the restarted process when
 	// a connection shows it (the prober's is the only one that sends
 	// INFO). Its round of probes ends when the frozen replicas' probes
@@ -236,14 +225,7 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 	role := c.info(g, first)["role"]
 	thaw()
 
-	var second string
-	g.Eventually(func(g Gomega) {
-		cc := c.get(g)
-		second = cc.Status.CurrentMaster
-		g.Expect(second).NotTo(Or(BeEmpty(), Equal(first)), "status.currentMaster")
-		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
-	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
-	g.Eventually(func(g Gomega) { c.expectReplicating(g, second, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	second := c.failedOverFrom(g, first)
 	w.waitAcked(g, 100)
 	checked, lost := w.lostOn(g, second)
 	t.Logf("cut %d bytes of %s's append-only file; %s's role while its replicas were frozen: %s; failed over to %s; %d acknowledged writes checked, %d lost",
@@ -296,14 +278,7 @@ func TestIntegrationARestartedMasterIsJudgedOnASlowReplicasLateAnswer(t *testing
 	g.Eventually(func() int { gaveUp, _ := lag.counts(); return gaveUp }).WithTimeout(deadline).WithPolling(poll).
 		Should(BeNumerically(">", 0), "probes of "+slow+" given up")
 
-	m := c.redis[first]
-	m.kill()
-	file, err := aof.NewestIncr(filepath.Join(m.dir, "appendonly"))
-	g.Expect(err).NotTo(HaveOccurred())
-	cut, err := aof.CutLastWrites(file, 200)
-	g.Expect(err).NotTo(HaveOccurred())
-	m.extra = append(m.extra, "--replicaof", cachev1alpha1.StartupMasterHost, cachev1alpha1.StartupMasterPort)
-	m.start(t)
+	cut := c.restartWithoutLastWrites(g, first, 200)
 
 	var role string
 	g.Eventually(func(g Gomega) {
@@ -316,14 +291,7 @@ func TestIntegrationARestartedMasterIsJudgedOnASlowReplicasLateAnswer(t *testing
 	gaveUp, answered := lag.counts()
 	lag.set(0)
 
-	var second string
-	g.Eventually(func(g Gomega) {
-		cc := c.get(g)
-		second = cc.Status.CurrentMaster
-		g.Expect(second).NotTo(Or(BeEmpty(), Equal(first)), "status.currentMaster")
-		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
-	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
-	g.Eventually(func(g Gomega) { c.expectReplicating(g, second, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	second := c.failedOverFrom(g, first)
 	w.waitAcked(g, 100)
 	checked, lost := w.lostOn(g, second)
 	t.Logf("cut %d bytes of %s's append-only file; while %s answered late, %d of its connections gave up and %d got their answer (the looks), and %s's role was %s; failed over to %s; %d acknowledged writes checked, %d lost",
