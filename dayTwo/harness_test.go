@@ -517,10 +517,9 @@ func (c *cluster) restartWithoutLastWrites(g Gomega, pod string, n int) int64 {
 	return cut
 }
 
-// failedOverFrom waits until another pod than from is the master, the
-// operation is done and every pod replicates from it; it returns that
-// pod.
-func (c *cluster) failedOverFrom(g Gomega, from string) string {
+// masterOtherThan waits until another pod than from is the recorded
+// master and the operation is done; it returns that pod.
+func (c *cluster) masterOtherThan(g Gomega, from string) string {
 	var master string
 	g.Eventually(func(g Gomega) {
 		cc := c.get(g)
@@ -528,6 +527,13 @@ func (c *cluster) failedOverFrom(g Gomega, from string) string {
 		g.Expect(master).NotTo(Or(BeEmpty(), Equal(from)), "status.currentMaster")
 		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
 	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	return master
+}
+
+// failedOverFrom is masterOtherThan, and then every pod replicates from
+// the new master.
+func (c *cluster) failedOverFrom(g Gomega, from string) string {
+	master := c.masterOtherThan(g, from)
 	g.Eventually(func(g Gomega) { c.expectReplicating(g, master, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
 	return master
 }

@@ -111,13 +111,7 @@ func TestIntegrationAReplicaLeftBehindDoesNotUndoAFailover(t *testing.T) {
 	}
 
 	c.redis[first].kill()
-	var second string
-	g.Eventually(func(g Gomega) {
-		cc := c.get(g)
-		second = cc.Status.CurrentMaster
-		g.Expect(second).NotTo(Or(BeEmpty(), Equal(first)), "status.currentMaster")
-		g.Expect(cc.Status.Operation).To(BeNil(), "status.operation")
-	}).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	second := c.masterOtherThan(g, first)
 	behind := without(without(c.pods, first), second)[0]
 	// The old master comes back on its AOF (with the right masterauth) and
 	// follows the second master; writes are acknowledged again.
