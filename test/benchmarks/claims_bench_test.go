@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -149,11 +150,11 @@ func createClaims(b *testing.B, cs kubernetes.Interface, prefix string, count in
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := createNamespaceClaims(ctx, cs, prefix, first, count, nodes, &mu, created); err != nil {
-				mu.Lock()
-				failed = cmp.Or(failed, err)
-				mu.Unlock()
-			}
+			times, err := createNamespaceClaims(ctx, cs, prefix, first, count, nodes)
+			mu.Lock()
+			defer mu.Unlock()
+			failed = cmp.Or(failed, err)
+			maps.Copy(created, times)
 		})
 	}
 	wg.Wait()
@@ -164,13 +165,14 @@ func createClaims(b *testing.B, cs kubernetes.Interface, prefix string, count in
 }
 
 // createNamespaceClaims creates the namespace of claim first (and the
-// two after it, up to count) and those claims, recording when each was
+// two after it, up to count) and those claims; it returns when each was
 // created.
-func createNamespaceClaims(ctx context.Context, cs kubernetes.Interface, prefix string, first, count int, nodes []string, mu *sync.Mutex, created map[string]time.Time) error {
+func createNamespaceClaims(ctx context.Context, cs kubernetes.Interface, prefix string, first, count int, nodes []string) (map[string]time.Time, error) {
 	ns := fmt.Sprintf("%s-%03d", prefix, first/3)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return err
+		return nil, err
 	}
+	created := map[string]time.Time{}
 	for i := first; i < min(first+3, count); i++ {
 		pvc := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{
@@ -184,11 +186,9 @@ func createNamespaceClaims(ctx context.Context, cs kubernetes.Interface, prefix 
 			},
 		}
 		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			return err
+			return created, err
 		}
-		mu.Lock()
 		created[ns+"/"+pvc.Name] = time.Now()
-		mu.Unlock()
 	}
-	return nil
+	return created, nil
 }
