@@ -237,8 +237,8 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 // late (lag), so a probe on a new connection (AUTH, then INFO) is answered
 // after 10 s: every periodic probe fails, every look is answered (4 s to
 // spare), and each look's answer comes after a periodic probe sent while
-// it waited has failed (the probe rounds follow each other 4 s apart while
-// the replica's fail, so one starts within 4 s of the look and has failed
+// it waited has failed (the replica's periodic probes follow each other
+// 4 s apart while they fail, so one starts within 4 s of the look and has failed
 // within 8 s: 2 s to spare). The look's answer is the replica's newest
 // word and must be recorded whole: the replica is judged, the master
 // failed over. (Recorded
@@ -247,9 +247,9 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 // stayed without a master until the pods were recreated after 5 minutes.
 // A replica frozen and thawed by turns cannot show it: when it runs again
 // it answers the periodic probe in flight too, which is newer.) The
-// failover starts while the replica is still slow (the rounds, 4 s long,
-// see the restart up to 8 s after it, and the look's answer comes 10 s
-// later; a reconcile that reads the replica after the periodic probe in
+// failover starts while the replica is still slow (the master's own
+// probes, each pod on its own clock, see the restart within 4 s of it,
+// and the look's answer comes 10 s later; a reconcile that reads the replica after the periodic probe in
 // flight failed, 0–4 s after the look's answer, looks again:
 // lookDeadline; the pods here, always Ready, are never recreated); then
 // it answers at once again, and no acknowledged write is lost. A look

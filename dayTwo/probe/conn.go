@@ -165,8 +165,8 @@ func (c *conn) failed(now time.Time, period time.Duration) {
 	for i := 1; i < c.failures && wait < maxRedialPeriods*period; i++ {
 		wait *= 2
 	}
-	// A probe round started now comes back a period later: allow the
-	// dial a little early, so jitter never costs a whole round.
+	// The pod's next probe comes a period after this one started: allow
+	// the dial a little early, so jitter never costs a whole period.
 	c.retryAt = now.Add(min(wait, maxRedialPeriods*period) - period/2)
 }
 

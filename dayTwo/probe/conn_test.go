@@ -364,6 +364,57 @@ func TestALastLookRunsInTheBackground(t *testing.T) {
 	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
 }
 
+// TestASlowPodHoldsBackNoOtherPodsProbes: each pod is probed on its own
+// clock and its answer recorded as it comes. While one pod takes its
+// whole deadline (two periods) to fail, a fast pod in the same cluster is
+// probed every period and its answers are recorded before the slow
+// pod's first probe has ended. (Probed in rounds, the fast pod's answer
+// waited for the round's slowest probe: a master's answer was recorded up
+// to two periods late behind a slow replica, and it was probed only every
+// second period.)
+func TestASlowPodHoldsBackNoOtherPodsProbes(t *testing.T) {
+	g := NewWithT(t)
+	fast := startServer(t, "127.0.200.12", "")
+	// The slow pod accepts connections and never answers.
+	slow, err := net.Listen("tcp", "127.0.200.13:6379")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer slow.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := slow.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+
+	p, cc, key := newTestProber(t)
+	const period = 2 * time.Second
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: fast.ip}, {Pod: "c-1", IP: "127.0.200.13"}}, access.Config{}, period)
+	// Until the slow pod's first probe fails (at its deadline, two
+	// periods), collect the times the fast pod's answers were sent.
+	answered := map[time.Time]bool{}
+	g.Eventually(func() bool {
+		obs := p.Observations(key)
+		if o, ok := obs["c-0"]; ok && o.Reachable {
+			answered[o.ProbedAt] = true
+		}
+		_, slowEnded := obs["c-1"]
+		return slowEnded
+	}).WithTimeout(4 * period).WithPolling(10 * time.Millisecond).Should(BeTrue())
+	g.Expect(len(answered)).To(BeNumerically(">=", 2), "the fast pod answered every period while the slow one's first probe waited two")
+	o := p.Observations(key)["c-1"]
+	g.Expect(o.Reachable).To(BeFalse())
+	g.Expect(o.MissedWait).To(Equal(probeDeadlinePeriods * period))
+}
+
 // newTestProber returns a prober, stopped with the test, and the cluster
 // ns/c it is to probe.
 func newTestProber(t *testing.T) (*Prober, *cachev1alpha1.CacheCluster, types.NamespacedName) {

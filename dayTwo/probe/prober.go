@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -115,10 +116,11 @@ type Target struct {
 }
 
 // Prober polls every pod of every CacheCluster it is told about, one
-// goroutine per cluster (and, during a probe round, one per pod), each pod
-// on its own persistent connection, and wakes the reconciler through a channel when
-// something that matters changed (reachability, role, master, link). It
-// never wakes it for offsets, which change on every write.
+// goroutine per cluster and one per pod, each pod on its own persistent
+// connection and its own clock, records each answer as it comes, and wakes
+// the reconciler through a channel when something that matters changed
+// (reachability, role, master, link). It never wakes it for offsets,
+// which change on every write.
 type Prober struct {
 	events chan event.TypedGenericEvent[Wake]
 
@@ -145,6 +147,9 @@ type clusterProbe struct {
 	// answered are the pods that answered a last look since the
 	// controller last took them (TakeAnsweredLooks).
 	answered []string
+	// owed: a wake-up found the controller's channel full; the next probe
+	// sends it.
+	owed atomic.Bool
 }
 
 // run is one start of redis-server in a pod, as last observed.
@@ -286,68 +291,118 @@ func (p *Prober) Stop() {
 	}
 }
 
+// run keeps one probing goroutine per pod of the cluster (podLoop), each
+// on its own connection and its own clock: a pod slow to answer delays
+// neither the recording of the others' answers nor how often they are
+// probed. It also sets the per-shard series of a sharded cluster every
+// period.
 func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterProbe) {
-	// The loop owns the connections, one per pod; each probe round uses
-	// each connection from one goroutine.
-	conns := map[string]*conn{}
+	loops := map[string]*podLoop{}
 	defer func() {
-		for _, c := range conns {
-			c.close()
+		for _, l := range loops {
+			l.cancel()
 		}
 	}()
-	var results []Observation
-	// shards: the shards whose series the last round set.
+	// shards: the shards whose series were set last; due: when they are
+	// set next (Ensure, called on every reconcile, does not put it off).
 	var shards map[int]bool
-	// owed: a wake-up that found the channel full; it is sent with the
-	// next round, as the controller no longer looks at a waiting cluster
-	// every period and would otherwise hear of the change at its routine
-	// recheck.
-	owed := false
+	var due time.Time
 	for {
 		cp.mu.Lock()
 		targets := append([]Target(nil), cp.targets...)
-		acc, period := cp.access, cp.period
+		spec := podLoopSpec{access: cp.access, period: cp.period}
 		cp.mu.Unlock()
-		keepConns(conns, targets, acc)
-		if len(targets) == 0 {
-			// No pod has an address yet: nothing to probe until Ensure
-			// names one (a cluster whose pods are not scheduled does
-			// not tick every period).
-			select {
-			case <-ctx.Done():
-				return
-			case <-cp.changed:
-				continue
-			}
-		}
+		p.keepLoops(ctx, key, cp, loops, targets, spec)
 
-		start := time.Now()
-		results = probeAll(ctx, conns, targets, period, results[:0])
-		if ctx.Err() != nil {
+		// A cluster whose pods are not in cluster mode, or have no address
+		// yet, waits for Ensure (it does not tick every period).
+		var tick <-chan time.Time
+		if len(targets) > 0 && targets[0].Cluster {
+			if due.IsZero() {
+				due = time.Now().Add(spec.period)
+			}
+			tick = time.After(time.Until(due))
+		}
+		select {
+		case <-ctx.Done():
 			return
+		case <-cp.changed:
+		case <-tick:
+			shards = recordShardMetrics(key, ShardFiguresOf(targets, cp.snapshot()), shards)
+			due = time.Now().Add(spec.period)
 		}
+	}
+}
 
-		wake := false
-		for _, o := range results {
-			if cp.record(o) {
-				wake = true
-			}
+// podLoopSpec is what a pod's probing loop was started with; a loop whose
+// spec changed is replaced (a new address, password, TLS or period).
+type podLoopSpec struct {
+	target Target
+	access access.Config
+	period time.Duration
+}
+
+// podLoop is the probing of one pod. Stopped (cancel), it records
+// nothing more; a probe in flight is not interrupted, so its connection
+// is closed when that probe ends, within its deadline, and the loop that
+// replaces it does not wait for that.
+type podLoop struct {
+	spec   podLoopSpec
+	cancel context.CancelFunc
+}
+
+// keepLoops stops the loops of pods that are gone or changed and starts
+// one for every new target with an address.
+func (p *Prober) keepLoops(ctx context.Context, key types.NamespacedName, cp *clusterProbe, loops map[string]*podLoop, targets []Target, spec podLoopSpec) {
+	want := make(map[string]podLoopSpec, len(targets))
+	for _, t := range targets {
+		if t.IP != "" {
+			s := spec
+			s.target = t
+			want[t.Pod] = s
+		}
+	}
+	for pod, l := range loops {
+		if s, ok := want[pod]; !ok || s != l.spec {
+			l.cancel()
+			delete(loops, pod)
+		}
+	}
+	for pod, s := range want {
+		if _, ok := loops[pod]; ok {
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		loops[pod] = &podLoop{spec: s, cancel: cancel}
+		go p.probePod(lctx, key, cp, s)
+	}
+	for _, t := range targets {
+		if t.IP == "" && cp.record(Observation{Pod: t.Pod, ProbedAt: time.Now(), Err: "pod has no address"}) {
+			p.wake(key, cp)
+		}
+	}
+}
+
+// probePod probes one pod every period on one persistent connection,
+// records each answer as it comes and wakes the controller when it is
+// news (or when an earlier wake-up found the channel full).
+func (p *Prober) probePod(ctx context.Context, key types.NamespacedName, cp *clusterProbe, s podLoopSpec) {
+	c := newConn(s.target.IP, s.access)
+	defer c.close()
+	for {
+		start := time.Now()
+		o := probe(ctx, c, s.target, probeDeadlinePeriods*s.period, s.period)
+		// A loop whose pod is gone or changed records nothing; keepLoops
+		// stops it.
+		if news, current := cp.recordIfCurrent(ctx, s.target, o); current {
 			if o.Reachable {
 				redisKeys.WithLabelValues(key.Namespace, key.Name, o.Pod).Set(float64(o.Keys))
 			}
-		}
-		if len(targets) > 0 && targets[0].Cluster {
-			shards = recordShardMetrics(key, ShardFiguresOf(targets, results), shards)
-		}
-		if wake || owed {
-			select {
-			case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: cp.masterUnreachable()}}:
-				owed = false
-			default:
-				owed = true
+			if news || cp.owed.Load() {
+				p.wake(key, cp)
 			}
 		}
-		wait := period - time.Since(start)
+		wait := s.period - time.Since(start)
 		if wait < 10*time.Millisecond {
 			wait = 10 * time.Millisecond
 		}
@@ -359,24 +414,17 @@ func (p *Prober) run(ctx context.Context, key types.NamespacedName, cp *clusterP
 	}
 }
 
-// keepConns closes the connections of pods that are gone, moved to
-// another address or reached another way (a new password, new TLS
-// settings), and opens (lazily) one for every new target.
-func keepConns(conns map[string]*conn, targets []Target, acc access.Config) {
-	for pod, c := range conns {
-		keep := false
-		for _, t := range targets {
-			keep = keep || (t.Pod == pod && t.IP == c.ip && acc == c.access)
-		}
-		if !keep {
-			c.close()
-			delete(conns, pod)
-		}
-	}
-	for _, t := range targets {
-		if _, ok := conns[t.Pod]; !ok && t.IP != "" {
-			conns[t.Pod] = newConn(t.IP, acc)
-		}
+// wake tells the controller to look at the cluster, urgently when its
+// master does not answer. A wake-up that finds the channel full is owed:
+// the controller no longer looks at a waiting cluster every period and
+// would otherwise hear of the change at its routine recheck, so the next
+// probe of any of the cluster's pods sends it.
+func (p *Prober) wake(key types.NamespacedName, cp *clusterProbe) {
+	select {
+	case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: cp.masterUnreachable()}}:
+		cp.owed.Store(false)
+	default:
+		cp.owed.Store(true)
 	}
 }
 
@@ -387,33 +435,41 @@ func keepConns(conns map[string]*conn, targets []Target, acc access.Config) {
 // unreachable within the probe timeout, which is four periods.
 const probeDeadlinePeriods = 2
 
-// probeAll probes every target at once, on its connection, within
-// probeDeadlinePeriods periods: a pod that does not answer in time is
-// unreachable.
-func probeAll(ctx context.Context, conns map[string]*conn, targets []Target, period time.Duration, out []Observation) []Observation {
-	out = slices.Grow(out[:0], len(targets))[:len(targets)]
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		c := conns[t.Pod]
-		if c == nil {
-			out[i] = Observation{Pod: t.Pod, IP: t.IP, ProbedAt: time.Now(), Err: "pod has no address"}
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = probe(ctx, c, t, probeDeadlinePeriods*period, period)
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // record stores an observation and tells whether it is news the planner
 // must hear about.
 func (cp *clusterProbe) record(o Observation) bool {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
+	return cp.recordLocked(o)
+}
+
+// recordIfCurrent records what a pod's loop saw, unless the loop was
+// stopped or its target is no longer one of the cluster's (a pod gone, or
+// back at another address): an answer from the old address must not
+// replace what the new one says. It tells whether it recorded, and
+// whether that is news.
+func (cp *clusterProbe) recordIfCurrent(ctx context.Context, t Target, o Observation) (news, recorded bool) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if ctx.Err() != nil || !slices.Contains(cp.targets, t) {
+		return false, false
+	}
+	return cp.recordLocked(o), true
+}
+
+// snapshot returns the latest observation of every pod.
+func (cp *clusterProbe) snapshot() []Observation {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	out := make([]Observation, 0, len(cp.results))
+	for _, o := range cp.results {
+		out = append(out, o)
+	}
+	return out
+}
+
+// recordLocked is record; the caller holds cp.mu.
+func (cp *clusterProbe) recordLocked(o Observation) bool {
 	prev, had := cp.results[o.Pod]
 	if had && prev.IP != o.IP {
 		had = false

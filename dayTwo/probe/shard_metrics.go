@@ -11,8 +11,9 @@ import (
 
 // The per-shard series of a sharded cluster, labelled namespace, cluster
 // and shard (the index: its pods are the ordinals index × (1 +
-// replicasPerShard) onwards). They are set from every probe round, like
-// cacheops_redis_keys, not from the controller's reconciles, and they
+// replicasPerShard) onwards). They are set every probe period from the
+// pods' latest answers, like cacheops_redis_keys, not from the
+// controller's reconciles, and they
 // exist only for the shards whose pods are probed: at most spec.shards'
 // maximum (64) per cluster, gone with the shard's pods or the cluster.
 var (
@@ -42,7 +43,7 @@ func init() {
 	metrics.Registry.MustRegister(shardSlots, shardKeys, shardMigrating, shardImporting, shardStateOK)
 }
 
-// ShardFigures are one shard's series from one probe round.
+// ShardFigures are one shard's series from its pods' latest answers.
 type ShardFigures struct {
 	Shard int
 	// Answered: some node of the shard answered CLUSTER NODES. Without
