@@ -52,10 +52,15 @@ verify: verify-files verify-imports generate ## Fail when generated files are st
 unit: ## Unit and integration tests (integration runs the module-built kube-apiserver and etcd).
 	go test $(GO_TEST_FLAGS) ./...
 
+# E2E_PARALLEL: how many e2e tests run at once, each in its own namespace,
+# after the ones that restart the manager, the API server or a node, or
+# change the CRD, have run alone (test/e2e/suite_test.go).
+E2E_PARALLEL ?= 3
+
 .PHONY: e2e
 e2e: tools ## End-to-end tests: the real manager binary against the process-backed cluster (needs root and redis-server).
 	@hack/install-deps.sh
-	@go test -tags e2e -count=1 -timeout 50m -v ./test/e2e/ > $(BIN)/e2e.log 2>&1 && rc=0 || rc=$$?; \
+	@go test -tags e2e -count=1 -timeout 50m -parallel $(E2E_PARALLEL) -v ./test/e2e/ > $(BIN)/e2e.log 2>&1 && rc=0 || rc=$$?; \
 	grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok|e2e:)' $(BIN)/e2e.log || true; \
 	if [ $$rc != 0 ]; then echo "e2e failed; the last 150 lines of $(BIN)/e2e.log:"; tail -n 150 $(BIN)/e2e.log; fi; exit $$rc
 

@@ -88,6 +88,7 @@ func waitCondition(g Gomega, ns, name, typ string, want metav1.ConditionStatus) 
 // scheduled backups, and a disaster recovery from the bucket alone after
 // the source cluster and its history are deleted.
 func TestBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-backup"
@@ -230,6 +231,7 @@ func TestBackupAndRestore(t *testing.T) {
 // The source is slowed down (rdb-key-save-delay) so the stream lasts long
 // enough to be cut.
 func TestFailoverAbortsABackupThatIsRetried(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-backup-fo"
@@ -349,6 +351,7 @@ func preload(g Gomega, master, ns, pw string, n int) {
 // after the stall timeout, saying why, and retried from the other replica
 // once it is back.
 func TestABackupStalledOnABusySourceIsRetriedElsewhere(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-backup-stall"
@@ -443,6 +446,7 @@ func TestABackupStalledOnABusySourceIsRetriedElsewhere(t *testing.T) {
 // Backups that cannot be stored say so on the cluster, which keeps
 // serving; a dump that does not match its checksum is never loaded.
 func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-backup-bad"
@@ -496,6 +500,7 @@ func TestBackupAndRestoreFailuresAreReported(t *testing.T) {
 // second wipe rebuilds the cluster in place from that backup, with every
 // write acknowledged before it and none after it.
 func TestDisasterRecoveryFromTheLatestBackup(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-disaster"
@@ -649,6 +654,7 @@ func wipeEveryPod(g Gomega, ns, cluster string, replicas int) {
 // write from the claim, and with autoRestore the cluster rebuilds itself
 // from the claim after every pod lost its data.
 func TestBackupToAVolumeAndRestore(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-pvc")

@@ -135,6 +135,7 @@ func pvDir(g Gomega, ns, podName string) string {
 // examples/basic.yaml becomes three redis-server processes, each with its
 // own data folder and the ConfigMap's redis.conf, reporting a truthful status.
 func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-basic")
@@ -206,6 +207,7 @@ func TestBasicExampleRunsThreeRedisProcesses(t *testing.T) {
 // A pod whose process is killed restarts in place; a deleted pod comes back
 // through the StatefulSet on the same volume. Both keep what was written.
 func TestKilledPodComesBackWithItsData(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-restart")
@@ -262,6 +264,7 @@ func TestKilledPodComesBackWithItsData(t *testing.T) {
 // Deleting a CacheCluster stops its processes and, unless retained, removes
 // its data folders.
 func TestDeleteStopsProcessesAndRemovesData(t *testing.T) {
+	t.Parallel()
 	for _, retain := range []bool{false, true} {
 		name := map[bool]string{false: "e2e-delete", true: "e2e-retain"}[retain]
 		t.Run(name, func(t *testing.T) {

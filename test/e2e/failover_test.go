@@ -396,6 +396,7 @@ func failoverCase(t *testing.T, ns string, fault func(g Gomega, master string), 
 }
 
 func TestFailoverFrozenMaster(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-freeze"
 	failoverCase(t, ns,
 		func(g Gomega, master string) {
@@ -428,6 +429,7 @@ func TestFailoverFrozenMaster(t *testing.T) {
 }
 
 func TestFailoverKilledMaster(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-kill"
 	old, after := failoverCase(t, ns, func(g Gomega, master string) {
 		g.Expect(env.KillContainer(ns, master, "redis")).To(Succeed())
@@ -449,6 +451,7 @@ func TestFailoverKilledMaster(t *testing.T) {
 }
 
 func TestFailoverPartitionedMaster(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-partition"
 	failoverCase(t, ns,
 		func(g Gomega, master string) {
@@ -465,6 +468,7 @@ func TestFailoverPartitionedMaster(t *testing.T) {
 }
 
 func TestReplicaKilledLosesNothing(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-replica"
 	failoverCase(t, ns, func(g Gomega, master string) {
 		replica := "basic-2"
@@ -476,6 +480,7 @@ func TestReplicaKilledLosesNothing(t *testing.T) {
 }
 
 func TestTwoFailoversInARow(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-twice"
 	freezeUntilReplaced := func(g Gomega, master string) {
 		g.Expect(env.Freeze(ns, master, "redis")).To(Succeed())
@@ -555,6 +560,7 @@ func eventsByReason(g Gomega, ns string) map[string][]corev1.Event {
 // every acknowledged write is read back and never two pods carried the
 // master label at once.
 func TestFailoverMasterThawedAtAnyPoint(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-thaw"
 	g := NewWithT(t)
 	newNamespace(t, ns)

@@ -59,6 +59,7 @@ func capture(g Gomega, cc *cachev1alpha1.CacheCluster, name string) {
 // data says: Healthy/Current when running, Degraded/Failed when stalled,
 // Suspended when paused.
 func TestHealthOfLiveObjects(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-health")

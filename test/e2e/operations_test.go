@@ -88,6 +88,7 @@ func kubectlCache(g Gomega, args ...string) string {
 // master on an ordinal that goes away: the master moves first, no
 // acknowledged write is lost, never two masters.
 func TestScaleUpAndDownWhileWriting(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-scale"
@@ -143,6 +144,7 @@ func TestScaleUpAndDownWhileWriting(t *testing.T) {
 // replicas change made meanwhile waits and runs after it; going back to
 // Redis afterwards is refused and touches nothing.
 func TestRollingUpgradeInOrder(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := "e2e-upgrade"
 	cc, before, w, masters := underLoad(t, g, ns)
@@ -304,6 +306,7 @@ func noUnreadableMaster(t *testing.T, g Gomega, ns string) {
 // An image that cannot run here fails the pre-check: no pod restarts, the
 // status says why; fixing spec resumes.
 func TestFailingPrecheckTouchesNothing(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-precheck")
@@ -348,6 +351,7 @@ func TestFailingPrecheckTouchesNothing(t *testing.T) {
 // configuration lets the migration run, its pre-check holding every key
 // of the copy.
 func TestPrecheckOnACopyOfTheDataRefusesAConfigurationThatDoesNotFit(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-precheck-data"
@@ -432,6 +436,7 @@ exit 1
 // moved: the migration rolls back to Redis; the status says why, spec is
 // left alone, no acknowledged write is lost.
 func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := "e2e-rollback"
@@ -471,6 +476,7 @@ func TestUpgradeRollsBackWhenAPodDoesNotComeBack(t *testing.T) {
 // A parameter Redis changes live is set on every pod without a restart; a
 // restart-only one rolls the pods in order.
 func TestConfigurationChanges(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-config")
@@ -535,6 +541,7 @@ func TestConfigurationChanges(t *testing.T) {
 // untouched) and, through kubectl cache recommend, a commit on a new branch
 // of a real git repository.
 func TestMemoryPressureBecomesACommit(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-recommend")

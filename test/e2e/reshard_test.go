@@ -162,6 +162,7 @@ func movedKeys(keys []int64, from, to int) int64 {
 // the master of its slot, the removed shard's nodes are forgotten and its
 // pods gone, and no acknowledged write is lost.
 func TestShardedReshardUpAndDownUnderWrites(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-reshard")

@@ -26,6 +26,7 @@ import (
 // resynchronise in full and drop those writes; the cluster must fail over
 // to one of them instead and lose nothing.
 func TestMasterRestartedWithShorterHistory(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-restart"
 	g := NewWithT(t)
 	cc, before, w, masters := restartWithShorterHistory(t, g, ns, true)
@@ -71,6 +72,7 @@ func restartWithShorterHistory(t *testing.T, g Gomega, ns string, autoFailover b
 // failover on is the person's answer: the replica holding the writes takes
 // over and nothing acknowledged is lost.
 func TestMasterRestartedWithAutoFailoverOffWaitsForAPerson(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-restart-off"
 	g := NewWithT(t)
 	cc, before, w, masters := restartWithShorterHistory(t, g, ns, false)
@@ -106,6 +108,7 @@ func TestMasterRestartedWithAutoFailoverOffWaitsForAPerson(t *testing.T) {
 // it and dropped those writes. Automatic failover is off for the first
 // part, so the verdict can be watched: the operator waits for a person.
 func TestMasterRecreatedAtAnotherAddressIsJudgedAgainstItsReplicas(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-fo-readdress"
 	g := NewWithT(t)
 	cc, before, w, masters := restartWithShorterHistory(t, g, ns, false)

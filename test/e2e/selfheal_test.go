@@ -20,6 +20,7 @@ import (
 // wedged replicas are recreated (after 20s not Ready in this suite), after
 // which the cluster runs again.
 func TestSelfHealingOfWedgedReplicas(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-selfheal")

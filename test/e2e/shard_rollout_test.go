@@ -95,6 +95,7 @@ func checkOnValkey(t *testing.T, g Gomega, cc *cachev1alpha1.CacheCluster) {
 // layout after, no slot is left importing or migrating, and every pod runs
 // valkey-server.
 func TestShardedRollingUpgradeUnderWrites(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-shard-upgrade")
@@ -271,6 +272,7 @@ func TestShardedOperatorKilledMidRollout(t *testing.T) {
 // a running sharded cluster without a restart: maxmemory-policy and
 // cluster-replica-no-failover are set with CONFIG SET on every node.
 func TestShardedConfigurationChangedLive(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-shard-config")

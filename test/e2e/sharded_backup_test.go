@@ -79,6 +79,7 @@ func keysOnTheirShards(g Gomega, cc *cachev1alpha1.CacheCluster) int64 {
 // shard that serves its slot, every slot served. Retention then removes
 // all of the backup's objects together.
 func TestShardedBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-sharded-backup")
@@ -309,10 +310,11 @@ func TestShardedBackupRetriedAfterTheOperatorIsKilled(t *testing.T) {
 // with it), and the retry takes every shard again, shard 1 from the other
 // replica once it is back.
 func TestShardedBackupStalledShardRetriesEveryShard(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-sharded-backup-stall")
-	target, _ := backupTarget(g, ns, "stall")
+	target, _ := backupTarget(g, ns, "sharded-stall")
 	cc := loadExample(t, "sharded", ns)
 	cc.Spec.ReplicasPerShard = ptr.To[int32](2)
 	cc.Spec.HighAvailability.ProbeTimeoutSeconds = 1

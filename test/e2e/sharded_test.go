@@ -65,6 +65,7 @@ func clusterClientWith(g Gomega, cc *cachev1alpha1.CacheCluster, dial, rw time.D
 // A cluster-aware client writes and reads keys on every shard, and every
 // write confirmed by WAIT 1 is on the shard's replica too.
 func TestShardedClusterServesEverySlot(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-sharded")
@@ -308,6 +309,7 @@ func (w *shardWriter) Verify(g Gomega, cc *cachev1alpha1.CacheCluster) (checked 
 // writes meanwhile, status.shards and the labels name the new master, the
 // old master thawed rejoins as its replica, and no confirmed write is lost.
 func TestShardedMasterFrozenFailsOverWithinItsShard(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-sharded-fo")

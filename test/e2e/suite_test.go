@@ -64,6 +64,12 @@ var (
 	manager *exec.Cmd
 )
 
+// Tests share one cluster, one manager and one S3 server, each in its own
+// namespace. A test that restarts the manager, the API server or a node,
+// changes the CRD, or depends on where the scheduler puts pods runs alone;
+// every other one calls t.Parallel() and runs after those, -parallel at a
+// time (make e2e: E2E_PARALLEL, 3). A new test is parallel unless it does
+// one of those things.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }

@@ -71,6 +71,7 @@ func redisCLI(args ...string) (string, error) {
 // backup streamed over TLS is restored into a new TLS cluster with every
 // acknowledged write.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-tls")
@@ -174,6 +175,7 @@ func TestTLS(t *testing.T) {
 // left: renewed twice, live, under the writer; every pod serves the new
 // certificate without a restart and the writer's connection stays.
 func TestTLSRenewal(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-tls-renew")
@@ -252,6 +254,7 @@ func TestTLSRenewal(t *testing.T) {
 // slot, and a killed shard master is replaced by its replica's election
 // over the TLS bus with every written key still there.
 func TestShardedTLS(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-sharded-tls")

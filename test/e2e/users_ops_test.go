@@ -110,6 +110,7 @@ func waitNodes(g Gomega, cc *cachev1alpha1.CacheCluster, n int) *cachev1alpha1.C
 // and replicate as cacheops-replication, the default user is refused on
 // them, and no acknowledged write is lost.
 func TestUsersOnValkeyScaleUpAndDown(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users-valkey")
@@ -180,6 +181,7 @@ func TestUsersOnValkeyScaleUpAndDown(t *testing.T) {
 // with its rules, the default user is refused, and the replicas are linked
 // as cacheops-replication.
 func TestRestoreIntoAClusterWithUsers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users-restore")

@@ -103,6 +103,7 @@ func expectRefused(g Gomega, err error, want, what string) {
 // writer authenticated as that later user: the replicas follow the new
 // master as cacheops-replication and no acknowledged write is lost.
 func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users")
@@ -195,16 +196,15 @@ func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
 		}
 	}
 	g.Expect(k8s.Delete(ctx, pod(g, ns, replica))).To(Succeed())
-	g.Eventually(func() error {
+	// Its own Gomega: until the StatefulSet has made the pod again, it
+	// is not found.
+	g.Eventually(func(g Gomega) {
 		p := pod(g, ns, replica)
-		if p.Status.PodIP == "" || !podReady(p) {
-			return fmt.Errorf("%s not ready", replica)
-		}
+		g.Expect(p.Status.PodIP != "" && podReady(p)).To(BeTrue(), "%s not ready", replica)
 		pid, err := env.PID(ns, replica, "redis")
-		if err != nil || pid == pids[replica] {
-			return fmt.Errorf("%s not restarted", replica)
-		}
-		return auth(p.Status.PodIP, "loader", "loader-pw-1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pid).NotTo(Equal(pids[replica]), "%s not restarted", replica)
+		g.Expect(auth(p.Status.PodIP, "loader", "loader-pw-1")).To(Succeed())
 	}, limits.PodRestart, limits.Poll).Should(Succeed())
 	after := waitReplicating(g, cc)
 	rip := pod(g, ns, replica).Status.PodIP
@@ -249,6 +249,7 @@ func TestUsersAreAppliedLiveAndKeptAcrossRestarts(t *testing.T) {
 // within the window and sees no authentication error; no pod restarts and
 // no acknowledged write is lost.
 func TestUserPasswordRotationUnderLoad(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users-rotate")
@@ -357,6 +358,7 @@ func TestUserPasswordRotationUnderLoad(t *testing.T) {
 // (MIGRATE … AUTH2 cacheops-operator) with its own user only, the pods
 // having loaded the ACL file at start; no acknowledged write is lost.
 func TestShardedReshardWithUsers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users-sharded")
@@ -413,6 +415,7 @@ const usersAddedPreload = 1000
 // the master accepts it, loses no acknowledged write; a backup afterwards
 // (streamed as the operator's user) holds every key.
 func TestUsersAddedToARunningCluster(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "e2e-users-added")
