@@ -334,10 +334,19 @@ func converge(s Snapshot, master PodState) Action {
 
 // planBootstrap chooses the first master: the reachable pod with the most
 // data (so a cluster whose status was lost never promotes an empty pod over
-// a full one), then the lowest ordinal.
+// a full one), then the lowest ordinal. It is chosen among every pod that
+// has an address, once each has been probed: pods are probed each on its
+// own clock, and the first to answer is not the one with the most data
+// just because it answered first. A pod that does not answer its first
+// probe is judged unreachable within that probe's deadline and does not
+// hold the choice back; one without an address yet is not waited for.
 func planBootstrap(s Snapshot) Action {
 	var ready []PodState
-	for _, p := range s.Pods {
+	for _, p := range SortedPods(s) {
+		if p.IP != "" && !p.Deleting && !p.Observed {
+			return Action{Type: ActionWait, Pod: p.Name, OnAnswer: true,
+				Reason: p.Name + " has not been probed yet: the first master is chosen among every pod's answer"}
+		}
 		if Healthy(p) {
 			ready = append(ready, p)
 		}

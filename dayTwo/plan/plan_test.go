@@ -96,6 +96,20 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionBootstrap, Pod: "c-1"},
 		},
 		{
+			name: "bootstrap waits for a pod with an address that has not been probed yet",
+			given: Snapshot{Pods: []PodState{
+				pod("c-2", ip2, "master", "", "", 0, 0), {Name: "c-0", IP: ip0}, pod("c-1", ip1, "master", "", "", 0, 0),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
+		},
+		{
+			name: "bootstrap does not wait for a pod that did not answer, nor for one without an address",
+			given: Snapshot{Pods: []PodState{
+				pod("c-2", ip2, "master", "", "", 0, 0), down(pod("c-0", ip0, "master", "", "", 0, 9), time.Second), {Name: "c-1"},
+			}},
+			want: Action{Type: ActionBootstrap, Pod: "c-2"},
+		},
+		{
 			name:  "healthy cluster needs nothing",
 			given: Snapshot{CurrentMaster: "c-0", Pods: healthyCluster()},
 			want:  Action{Type: ActionNone},
