@@ -364,6 +364,29 @@ func TestALastLookRunsInTheBackground(t *testing.T) {
 	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
 }
 
+// TestAnAnswerFromAnOldAddressIsNotRecorded: a refresh or a look sent to
+// an address the pod no longer has (it came back elsewhere meanwhile)
+// does not replace what the pod says at its new one, and a look wakes
+// nobody.
+func TestAnAnswerFromAnOldAddressIsNotRecorded(t *testing.T) {
+	g := NewWithT(t)
+	s := startServer(t, "127.0.200.14", "")
+	p, cc, key := newTestProber(t)
+	p.Ensure(cc, []Target{{Pod: "c-0", IP: s.ip}}, access.Config{}, time.Hour)
+	g.Eventually(func() bool { return p.Observations(key)["c-0"].Reachable }).Should(BeTrue())
+	<-p.Events()
+
+	old := Target{Pod: "c-0", IP: "127.0.200.15"} // nothing listens there
+	p.Refresh(context.Background(), key, old, time.Second)
+	p.Look(key, old, time.Second)
+	g.Consistently(p.Events(), 2*time.Second).ShouldNot(Receive(), "a look at an old address wakes nobody")
+	o := p.Observations(key)["c-0"]
+	g.Expect(o.IP).To(Equal(s.ip))
+	g.Expect(o.Reachable).To(BeTrue())
+	g.Expect(o.LookingSince).To(BeZero())
+	g.Expect(p.TakeAnsweredLooks(key)).To(BeEmpty())
+}
+
 // TestASlowPodHoldsBackNoOtherPodsProbes: each pod is probed on its own
 // clock and its answer recorded as it comes. While one pod takes its
 // whole deadline (two periods) to fail, a fast pod in the same cluster is

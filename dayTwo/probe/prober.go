@@ -443,15 +443,21 @@ func (cp *clusterProbe) record(o Observation) bool {
 	return cp.recordLocked(o)
 }
 
-// recordIfCurrent records what a pod's loop saw, unless the loop was
-// stopped or its target is no longer one of the cluster's (a pod gone, or
-// back at another address): an answer from the old address must not
-// replace what the new one says. It tells whether it recorded, and
-// whether that is news.
+// recordIfCurrent records what a probe of t saw (a pod's loop, a look, a
+// refresh), unless ctx was cancelled (the loop was stopped, the cluster
+// forgotten) or the pod is no longer one of the cluster's at t's address
+// (gone, or back at another address): an answer from the old address
+// must not replace what the new one says. It tells whether that is news,
+// and whether it recorded.
 func (cp *clusterProbe) recordIfCurrent(ctx context.Context, t Target, o Observation) (news, recorded bool) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	if ctx.Err() != nil || !slices.Contains(cp.targets, t) {
+	return cp.recordIfCurrentLocked(ctx, t, o)
+}
+
+// recordIfCurrentLocked is recordIfCurrent; the caller holds cp.mu.
+func (cp *clusterProbe) recordIfCurrentLocked(ctx context.Context, t Target, o Observation) (news, recorded bool) {
+	if ctx.Err() != nil || !slices.ContainsFunc(cp.targets, func(x Target) bool { return x.Pod == t.Pod && x.IP == t.IP }) {
 		return false, false
 	}
 	return cp.recordLocked(o), true
@@ -589,7 +595,7 @@ func (p *Prober) Refresh(ctx context.Context, key types.NamespacedName, t Target
 	cp.mu.Lock()
 	acc := cp.access
 	cp.mu.Unlock()
-	cp.record(ProbeOnce(ctx, t, acc, timeout))
+	cp.recordIfCurrent(ctx, t, ProbeOnce(ctx, t, acc, timeout))
 }
 
 // Look sends one probe to a pod on a new connection that waits timeout
@@ -614,19 +620,20 @@ func (p *Prober) Look(key types.NamespacedName, t Target, timeout time.Duration)
 	cp.mu.Unlock()
 	go func() {
 		o := ProbeOnce(cp.ctx, t, acc, timeout)
+		// The look ends and its answer is recorded at once: no snapshot
+		// sees the pod neither looked at nor answered. A pod gone or
+		// moved meanwhile starts over (set): its look is not recorded
+		// under its new address.
 		cp.mu.Lock()
 		delete(cp.looks, t.Pod)
-		// A pod gone or moved meanwhile starts over (set): its look is
-		// not recorded under its new address.
-		current := slices.ContainsFunc(cp.targets, func(x Target) bool { return x.Pod == t.Pod && x.IP == t.IP })
-		if current && o.Reachable {
+		_, recorded := cp.recordIfCurrentLocked(cp.ctx, t, o)
+		if recorded && o.Reachable {
 			cp.answered = append(cp.answered, t.Pod)
 		}
 		cp.mu.Unlock()
-		if cp.ctx.Err() != nil || !current {
+		if !recorded {
 			return
 		}
-		cp.record(o)
 		select {
 		case p.events <- event.TypedGenericEvent[Wake]{Object: Wake{Key: key, Urgent: true}}:
 		case <-cp.ctx.Done():
