@@ -188,7 +188,7 @@ func TestRollingUpgradeInOrder(t *testing.T) {
 	}, limits.PodRestart, 50*time.Millisecond).Should(Succeed())
 	capture(g, cc, "upgrading")
 	// A scale-up during the upgrade is queued.
-	g.Eventually(func() []string { return restartsInOrder(g, ns) }, limits.PodRestart, limits.Poll).ShouldNot(BeEmpty())
+	g.Eventually(func(g Gomega) { g.Expect(restartsInOrder(g, ns)).NotTo(BeEmpty()) }, limits.PodRestart, limits.Poll).Should(Succeed())
 	mergePatch(g, cc, `{"spec":{"replicas":4}}`)
 	g.Eventually(func(g Gomega) {
 		c := meta.FindStatusCondition(getCC(g, cc).Status.Conditions, cachev1alpha1.ConditionQueued)

@@ -64,7 +64,7 @@ func (w *workflow) drift(t *testing.T) {
 	t.Logf("measured: commit replicas 3→2 (4 live) → Synced/Healthy in %s", took)
 	cc := waitRunning(g, basicKey)
 	g.Expect(cc.Status.ReadyReplicas).To(BeEquivalentTo(2))
-	g.Eventually(func() map[string]corev1.Pod { return pods(g, basicKey) }, limits.Removed, limits.Poll).Should(HaveLen(2), "two of the four pods removed")
+	g.Eventually(func(g Gomega) { g.Expect(pods(g, basicKey)).To(HaveLen(2)) }, limits.Removed, limits.Poll).Should(Succeed(), "two of the four pods removed")
 	g.Expect(pods(g, basicKey)).To(HaveKey("basic-0"))
 	g.Expect(pods(g, basicKey)).To(HaveKey("basic-1"))
 	w.revs["two"] = rev
