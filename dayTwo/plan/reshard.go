@@ -201,10 +201,18 @@ func (v shardedView) claims() [][]string {
 
 // shardLead is the pod that serves shard i's slots, or, for a shard that
 // serves none yet (a new one), its lowest-ordinal pod that is a master
-// without slots and follows no one.
+// without slots and follows no one. A shard whose slots a node serves by
+// some answering node's word, while that node has not answered itself
+// (its pod not probed yet after an operator restart), has no lead yet:
+// an empty node of the shard (a pod back on a new volume) would be taken
+// for a new shard's lead, and the shard's replicas would resynchronise
+// from it and drop their copy.
 func (v shardedView) shardLead(i int) (PodState, *probe.ClusterView) {
 	if p, cv := v.shardMaster(i); cv != nil {
 		return p, cv
+	}
+	if v.servedBySilentNode(i) {
+		return PodState{}, nil
 	}
 	for _, p := range v.pods {
 		if cv := v.views[p.Name]; cv != nil && v.shardOf(p) == i && cv.Myself.Master && len(cv.Myself.Slots) == 0 {
@@ -212,6 +220,20 @@ func (v shardedView) shardLead(i int) (PodState, *probe.ClusterView) {
 		}
 	}
 	return PodState{}, nil
+}
+
+// servedBySilentNode: some answering node lists a master that serves
+// slots and whose pod is of shard i.
+func (v shardedView) servedBySilentNode(i int) bool {
+	podOf := v.nodePods()
+	for _, cv := range v.views {
+		for _, n := range cv.Nodes {
+			if p, ok := podOf[n.ID]; ok && n.Master && len(n.Slots) > 0 && v.shardOf(p) == i {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // layoutPods is the number of pods of spec's layout.

@@ -322,7 +322,10 @@ func planShardLabels(v shardedView) Action {
 		return ""
 	}
 	for _, p := range v.pods {
-		if p.RoleLabel == cachev1alpha1.RoleMaster && role(p) != cachev1alpha1.RoleMaster {
+		// A pod not probed yet (each pod is probed on its own clock:
+		// right after an operator restart some have not answered) keeps
+		// its label until it says what it is.
+		if p.RoleLabel == cachev1alpha1.RoleMaster && p.Observed && role(p) != cachev1alpha1.RoleMaster {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: p.Name + " serves no slots"}
 		}
 	}

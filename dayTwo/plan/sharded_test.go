@@ -37,7 +37,10 @@ type modelNode struct {
 	masterID string
 	slots    []probe.SlotRange
 	down     bool
-	label    string
+	// silent: not probed yet (an operator just restarted): no view of
+	// its own, while the others still list it as it is.
+	silent bool
+	label  string
 	// rev is the StatefulSet revision of the pod; run counts its
 	// server's starts (its run_id).
 	rev string
@@ -138,9 +141,12 @@ func (c *redisCluster) snapshot() Snapshot {
 				}
 			}
 		}
-		if n.down {
+		switch {
+		case n.silent:
+			p = PodState{Name: p.Name, IP: p.IP, RoleLabel: p.RoleLabel, Revision: p.Revision}
+		case n.down:
 			p = down(p, 0)
-		} else {
+		default:
 			p.Obs.Cluster = c.view(n)
 		}
 		s.Pods = append(s.Pods, p)
@@ -460,6 +466,33 @@ func TestShardedPlan(t *testing.T) {
 			g.Expect(ShardedHealth(s)).To(ContainSubstring(tt.wantHealth))
 		})
 	}
+}
+
+// TestAShardWhoseMasterHasNotAnsweredGetsNoEmptyLead: after an operator
+// restart a shard's master has not been probed yet (each pod is probed on
+// its own clock), its replica has answered, and the shard's third pod came
+// back empty on a new volume. The empty node is not taken for a new
+// shard's lead (its replica would resynchronise from it and drop its
+// copy), and the silent master keeps its label; once the master answers,
+// both follow it.
+func TestAShardWhoseMasterHasNotAnsweredGetsNoEmptyLead(t *testing.T) {
+	g := NewWithT(t)
+	c := newRedisCluster(3, 3)
+	_, s := c.run(t, c.snapshot())
+	c.nodes[0].silent = true
+	c.nodes[2] = &modelNode{id: fmt.Sprintf("%040d", 99), ip: "10.1.0.99", master: true, met: true}
+	steps, s := c.run(t, s)
+	for _, a := range steps {
+		g.Expect(a.Type == ActionClusterReplicate && a.Master == "c-2").To(BeFalse(), "%v", steps)
+		g.Expect(a.Type == ActionUnlabel && a.Pod == "c-0").To(BeFalse(), "%v", steps)
+	}
+	g.Expect(s.Sharded.Recorded[0].Master).To(Equal("c-0"), "the status names the master by its peers' word")
+
+	c.nodes[0].silent = false
+	c.run(t, s)
+	g.Expect(c.nodes[1].masterID).To(Equal(c.nodes[0].id))
+	g.Expect(c.nodes[2].masterID).To(Equal(c.nodes[0].id))
+	g.Expect(c.nodes[0].label).To(Equal(cachev1alpha1.RoleMaster))
 }
 
 // After a failover every step the planner takes leads to a settled
