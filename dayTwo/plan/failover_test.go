@@ -43,6 +43,8 @@ func ackers(s Snapshot, from, target string) []string {
 // step.
 type foWorld struct {
 	s Snapshot
+	// slow: pods that miss their periodic probes but answer a look.
+	slow map[string]bool
 }
 
 func newFoWorld(offsets []int64) *foWorld {
@@ -91,6 +93,10 @@ func (w *foWorld) apply(a Action) error {
 	case ActionLastLook:
 		w.set(a.Pod, func(p *PodState) {
 			p.Obs.ProbedAt = s.Now
+			if w.slow[p.Name] {
+				p.Obs.Reachable, p.Obs.LastSeen, p.Obs.MissedWait = true, s.Now, 0
+				return
+			}
 			if !p.Obs.Reachable {
 				// A frozen pod keeps the look waiting its whole deadline.
 				p.Obs.MissedWait = max(p.Obs.MissedWait, s.ProbeTimeout)
@@ -229,6 +235,65 @@ func TestFailoverOrderLeavesOnlyTheTargetToAcknowledge(t *testing.T) {
 							t.Fatalf("%s: role %s of %s, label %q; want a replica of %s (steps %v)", p.Name, p.Obs.Role, p.Obs.MasterHost, p.RoleLabel, m.Name, steps)
 						}
 					}
+				}
+			})
+		}
+	}
+}
+
+// TestAFailoverTargetThatMissesItsProbesIsLookedAtFirst: at each step of
+// a failover, its target stops answering its periodic probes (they wait
+// half the timeout). A target that is only slow (a loaded node) answers
+// the look that waits the whole timeout and stays the target: the
+// failover ends on it, no other target is chosen (each change is a
+// status write, and a target promoted then taken for down is fenced
+// again). A dead one misses the look too, and the next best replica is
+// chosen.
+func TestAFailoverTargetThatMissesItsProbesIsLookedAtFirst(t *testing.T) {
+	for _, dead := range []bool{false, true} {
+		// Steps 1 to 5 of the failover: unlabel, detach, promote, label,
+		// complete (step 0 starts it).
+		for at := 1; at < 6; at++ {
+			t.Run(fmt.Sprintf("dead %v, at step %d", dead, at), func(t *testing.T) {
+				w := newFoWorld([]int64{120, 110, 100})
+				w.slow = map[string]bool{}
+				var steps []string
+				targets := map[string]bool{}
+				looked := false
+				for i := 0; ; i++ {
+					if i > 60 {
+						t.Fatalf("no convergence: %v", steps)
+					}
+					if op := w.s.Operation; i == at && op != nil {
+						w.set(op.ToPod, func(p *PodState) {
+							p.Obs.Reachable, p.Obs.LastSeen, p.Obs.MissedWait = false, w.s.Now.Add(-2*time.Second), 500*time.Millisecond
+						})
+						w.slow[op.ToPod] = !dead
+					}
+					a := Next(w.s)
+					if a.Type == ActionNone {
+						break
+					}
+					if a.Type == ActionWait {
+						t.Fatalf("step %d: %s (after %v)", i, a, steps)
+					}
+					steps = append(steps, a.String())
+					switch a.Type {
+					case ActionStartFailover:
+						targets[a.Pod] = true
+					case ActionLastLook:
+						looked = looked || a.Pod == "c-1"
+					}
+					if err := w.apply(a); err != nil {
+						t.Fatalf("step %d: %v (steps %v)", i, err, steps)
+					}
+				}
+				want, wantTargets := "c-1", 1
+				if dead {
+					want, wantTargets = "c-2", 2
+				}
+				if !looked || w.s.CurrentMaster != want || len(targets) != wantTargets {
+					t.Fatalf("looked at c-1 %v, new master %s, targets %v; want %s after a look (steps %v)", looked, w.s.CurrentMaster, targets, want, steps)
 				}
 			})
 		}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -73,24 +74,61 @@ func planMasterDown(s Snapshot) Action {
 	}
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	if cand == "" {
+		if a := lookAtReplicas(s, s.CurrentMaster); a.Type != ActionNone {
+			return a
+		}
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
 	}
-	if m, ok := s.Pod(s.CurrentMaster); ok && !m.Deleting && m.Observed && m.Obs.MissedWait < s.ProbeTimeout {
-		// The periodic probes wait two probe periods for an answer (half
-		// the timeout, at most 4 s): a master that answers within the
-		// timeout, only slower (a loaded node), misses every one of them.
-		// One look that waits the whole timeout tells slow from down
-		// before the roles move; a dead process refuses it at once. It
-		// runs in the background (LastLook), so a worker does not wait
-		// the timeout out.
-		if !m.Obs.LookingSince.IsZero() {
-			// Its end wakes the controller; the deadline is a fallback.
-			return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
-				Reason: fmt.Sprintf("a last look at master %s waits up to %s before failing over", m.Name, s.ProbeTimeout)}
-		}
-		return Action{Type: ActionLastLook, Pod: m.Name, Reason: fmt.Sprintf("master %s has not answered for more than %s: a last look that waits %s before failing over", m.Name, s.ProbeTimeout, s.ProbeTimeout)}
+	m, _ := s.Pod(s.CurrentMaster)
+	look := lookBeforeJudging(s, m,
+		fmt.Sprintf("master %s has not answered for more than %s: a last look that waits %s before failing over", m.Name, s.ProbeTimeout, s.ProbeTimeout),
+		fmt.Sprintf("a last look at master %s waits up to %s before failing over", m.Name, s.ProbeTimeout))
+	if look.Type != ActionNone {
+		return look
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
+}
+
+// lookBeforeJudging is the look a pod that does not answer gets before it
+// is judged down: the master before a failover, the failover's target
+// before another is chosen, the replicas when none answers to take over.
+// The periodic probes wait two probe periods for an answer (half the
+// timeout, at most 4 s): a pod that answers within the timeout, only
+// slower (a loaded node), misses every one of them. One look that waits
+// the whole timeout tells slow from down before the roles move; a dead
+// process refuses it at once. It runs in the background (LastLook), so a
+// worker does not wait the timeout out, and its end wakes the controller.
+// It returns the look, the wait for the one in flight, or ActionNone for a
+// pod that answers, is gone, or missed a probe that waited the whole
+// timeout since it last answered.
+func lookBeforeJudging(s Snapshot, p PodState, look, wait string) Action {
+	if p.Deleting || !p.Observed || p.Obs.Reachable || p.Obs.MissedWait >= s.ProbeTimeout {
+		return Action{Type: ActionNone}
+	}
+	if !p.Obs.LookingSince.IsZero() {
+		// The deadline is a fallback.
+		return Action{Type: ActionWait, Pod: p.Name, OnAnswer: true, Until: p.Obs.LookingSince.Add(s.ProbeTimeout + time.Second), Reason: wait}
+	}
+	return Action{Type: ActionLastLook, Pod: p.Name, Reason: look}
+}
+
+// lookAtReplicas: no replica answers to take over from a master that is
+// down. Each replica that has only missed its periodic probes is looked
+// at, one after the other without waiting (on a machine at load 60, the
+// replicas missed their probes at the moment a master was killed, and
+// the failover waited 4.6 s for their next answer). A look in flight is
+// waited for by the caller's wait, which its end ends.
+func lookAtReplicas(s Snapshot, exclude ...string) Action {
+	for _, p := range SortedPods(s) {
+		if slices.Contains(exclude, p.Name) || !p.Obs.LookingSince.IsZero() {
+			continue
+		}
+		look := lookBeforeJudging(s, p, fmt.Sprintf("no replica answers to take over from master %s: a look at %s that waits %s", s.CurrentMaster, p.Name, s.ProbeTimeout), "")
+		if look.Type == ActionLastLook {
+			return look
+		}
+	}
+	return Action{Type: ActionNone}
 }
 
 // planRecreate recreates a pod stuck not-Ready (a wedged process, a lost
@@ -217,14 +255,18 @@ func planMasterLacksData(s Snapshot, master PodState) Action {
 //     stale look that waited as long counts too): a replica slow on a
 //     loaded node is judged, one that misses that look too is down and
 //     does not keep the cluster without a master.
-//   - One not probed yet (a new address) is waited for the probe timeout
-//     after the master's start; one loading a dataset for the step
-//     deadline.
+//   - One with an address not probed yet is waited for: its first probe
+//     is recorded within that probe's deadline, answered or not (each
+//     pod is probed on its own clock, so after an operator restart the
+//     master's first answer can come before a replica's, long after the
+//     master's start). One without an address is waited for the probe
+//     timeout after the master's start; one loading a dataset for the
+//     step deadline.
 //
 // A first master is judged alike: Bootstrap records it before it is
-// promoted, and a pod not probed yet is waited for the probe timeout
-// after the chosen one started (26 such waits among 300 new clusters in
-// the scale benchmark's run 13).
+// promoted (once every pod with an address has been probed), and a pod
+// not probed yet is waited for as above (26 such waits among 300 new
+// clusters in the scale benchmark's run 13, on the round-based prober).
 func awaitWitnesses(s Snapshot, m PodState) Action {
 	started := runStart(m.Obs)
 	var stale []string
@@ -250,6 +292,14 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 			continue
 		}
 		switch {
+		case !p.Observed && p.IP != "" && wait.Type == ActionNone:
+			// Each pod is probed on its own clock: the master's first
+			// answer (after an operator restart, a master restarted
+			// long before) can come before a replica's, and its start
+			// plus the timeout may be long past. The replica's first
+			// probe is recorded within its deadline, answered or not.
+			wait = Action{Type: ActionWait, Pod: p.Name, OnAnswer: true,
+				Reason: fmt.Sprintf("master %s runs as a replica of nobody, not promoted yet: %s has not been probed yet, waiting for its first probe", m.Name, p.Name)}
 		case !p.Observed:
 			waitFor(p, started.Add(s.ProbeTimeout), p.Name+" has not been probed yet: waiting for its answer")
 		case Healthy(p) && p.Obs.ProbedAt.Before(started):

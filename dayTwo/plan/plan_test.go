@@ -36,6 +36,14 @@ func down(p PodState, since time.Duration) PodState {
 	return p
 }
 
+// slowToAnswer: p missed only its periodic probes (they wait half the
+// timeout), none that waited the whole timeout; a look at it is in flight
+// since looking, unless that is zero.
+func slowToAnswer(p PodState, looking time.Time) PodState {
+	p.Obs.MissedWait, p.Obs.LookingSince = 500*time.Millisecond, looking
+	return p
+}
+
 const (
 	ip0 = "10.244.0.10"
 	ip1 = "10.244.0.11"
@@ -232,6 +240,50 @@ func TestPlan(t *testing.T) {
 				down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second),
 			}},
 			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
+		},
+		{
+			name: "no replica answers, each only missed its periodic probes: a look at the first",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
+				slowToAnswer(down(pod("c-2", ip2, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
+			}},
+			want: Action{Type: ActionLastLook, Pod: "c-1"},
+		},
+		{
+			name: "no replica answers, a look at the first in flight: a look at the next",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), now),
+				slowToAnswer(down(pod("c-2", ip2, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
+			}},
+			want: Action{Type: ActionLastLook, Pod: "c-2"},
+		},
+		{
+			name: "no replica answers, every look in flight: wait",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
+				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), now),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
+		},
+		{
+			name: "failover whose target missed only its periodic probes: a look at it before choosing again",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 110, 10), 2*time.Second), time.Time{}),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionLastLook, Pod: "c-1"},
+		},
+		{
+			name: "the look at the failover target is in flight: wait for it",
+			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
+				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
+				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 110, 10), 2*time.Second), now),
+				pod("c-2", ip2, "slave", ip0, "replica", 100, 10),
+			}},
+			want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true, Until: now.Add(2 * time.Second)},
 		},
 		{
 			name: "two pods claim master in Redis: the other one is fenced",
@@ -745,12 +797,23 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 			Pod: "c-1", IP: ip1, ProbedAt: now, FailingSince: now.Add(-500 * time.Millisecond), MissedWait: 500 * time.Millisecond, MissedWaitSent: now}}},
 		want: Action{Type: ActionLastLook, Pod: "c-1"},
 	}, {
-		name: "a replica not probed yet is waited for up to the probe timeout after the restart",
+		name: "a replica with an address not probed yet is waited for",
 		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 0; return p }(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
+		want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true},
+	}, {
+		// Each pod is probed on its own clock: after an operator
+		// restart the master's first answer can come before the
+		// replica's, long after the master's own restart.
+		name: "a replica with an address not probed yet is waited for however long ago the master restarted",
+		pods: []PodState{restarted(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
+		want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true},
+	}, {
+		name: "a replica without an address is waited for up to the probe timeout after the restart",
+		pods: []PodState{func() PodState { p := restarted(); p.Obs.UptimeSeconds = 0; return p }(), {Name: "c-1", RoleLabel: "replica"}},
 		want: Action{Type: ActionWait, Pod: "c-1", OnAnswer: true, Until: now.Add(time.Second)},
 	}, {
-		name: "a replica not probed for the probe timeout after the restart is not waited for",
-		pods: []PodState{restarted(), {Name: "c-1", IP: ipNew, RoleLabel: "replica"}},
+		name: "a replica without an address for the probe timeout after the restart is not waited for",
+		pods: []PodState{restarted(), {Name: "c-1", RoleLabel: "replica"}},
 		want: Action{Type: ActionPromote, Pod: "c-0"},
 	}, {
 		name: "a replica that restarted too holds nothing to compare: the master is promoted",
