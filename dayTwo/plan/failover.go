@@ -53,9 +53,6 @@ func planFailover(s Snapshot) Action {
 		}
 		cand, why := chooseCandidate(s, from, to)
 		if cand == "" {
-			if a := lookAtReplicas(s, from, to); a.Type != ActionNone {
-				return a
-			}
 			return Action{Type: ActionWait, Pod: to, Reason: "failover target is down and no other replica can take over: " + why}
 		}
 		return Action{Type: ActionStartFailover, Pod: cand, Master: from, Reason: "failover target " + to + " is down"}

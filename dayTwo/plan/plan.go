@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -74,9 +73,6 @@ func planMasterDown(s Snapshot) Action {
 	}
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	if cand == "" {
-		if a := lookAtReplicas(s, s.CurrentMaster); a.Type != ActionNone {
-			return a
-		}
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
 	}
 	m, _ := s.Pod(s.CurrentMaster)
@@ -91,7 +87,7 @@ func planMasterDown(s Snapshot) Action {
 
 // lookBeforeJudging is the look a pod that does not answer gets before it
 // is judged down: the master before a failover, the failover's target
-// before another is chosen, the replicas when none answers to take over.
+// before another is chosen.
 // The periodic probes wait two probe periods for an answer (half the
 // timeout, at most 4 s): a pod that answers within the timeout, only
 // slower (a loaded node), misses every one of them. One look that waits
@@ -110,25 +106,6 @@ func lookBeforeJudging(s Snapshot, p PodState, look, wait string) Action {
 		return Action{Type: ActionWait, Pod: p.Name, OnAnswer: true, Until: p.Obs.LookingSince.Add(s.ProbeTimeout + time.Second), Reason: wait}
 	}
 	return Action{Type: ActionLastLook, Pod: p.Name, Reason: look}
-}
-
-// lookAtReplicas: no replica answers to take over from a master that is
-// down. Each replica that has only missed its periodic probes is looked
-// at, one after the other without waiting (on a machine at load 60, the
-// replicas missed their probes at the moment a master was killed, and
-// the failover waited 4.6 s for their next answer). A look in flight is
-// waited for by the caller's wait, which its end ends.
-func lookAtReplicas(s Snapshot, exclude ...string) Action {
-	for _, p := range SortedPods(s) {
-		if slices.Contains(exclude, p.Name) || !p.Obs.LookingSince.IsZero() {
-			continue
-		}
-		look := lookBeforeJudging(s, p, fmt.Sprintf("no replica answers to take over from master %s: a look at %s that waits %s", s.CurrentMaster, p.Name, s.ProbeTimeout), "")
-		if look.Type == ActionLastLook {
-			return look
-		}
-	}
-	return Action{Type: ActionNone}
 }
 
 // planRecreate recreates a pod stuck not-Ready (a wedged process, a lost

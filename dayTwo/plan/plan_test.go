@@ -242,32 +242,6 @@ func TestPlan(t *testing.T) {
 			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
 		},
 		{
-			name: "no replica answers, each only missed its periodic probes: a look at the first",
-			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
-				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
-				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
-				slowToAnswer(down(pod("c-2", ip2, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
-			}},
-			want: Action{Type: ActionLastLook, Pod: "c-1"},
-		},
-		{
-			name: "no replica answers, a look at the first in flight: a look at the next",
-			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
-				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
-				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), now),
-				slowToAnswer(down(pod("c-2", ip2, "slave", ip0, "replica", 100, 10), 2*time.Second), time.Time{}),
-			}},
-			want: Action{Type: ActionLastLook, Pod: "c-2"},
-		},
-		{
-			name: "no replica answers, every look in flight: wait",
-			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: []PodState{
-				down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second),
-				slowToAnswer(down(pod("c-1", ip1, "slave", ip0, "replica", 100, 10), 2*time.Second), now),
-			}},
-			want: Action{Type: ActionWait, Pod: "c-0", OnAnswer: true},
-		},
-		{
 			name: "failover whose target missed only its periodic probes: a look at it before choosing again",
 			given: Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Operation: failoverOp("c-0", "c-1"), Pods: []PodState{
 				down(pod("c-0", ip0, "master", "", "", 120, 10), 2*time.Second),
