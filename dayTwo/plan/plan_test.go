@@ -695,8 +695,6 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 	restarted := func() PodState {
 		return linkDown(history(pod("c-0", ip0, "slave", cachev1alpha1.StartupMasterHost, "master", 0, 10), "B", "", 0, 2), 2)
 	}
-	// justRestarted: c-0 restarted 1 s ago.
-	justRestarted := func() PodState { p := restarted(); p.Obs.UptimeSeconds = 1; return p }
 	// replica: c-N following c-0 under the old history A, its link down
 	// since the kill 3 s ago, looked at now.
 	replica := func(name, ip string, offset int64) PodState {
@@ -737,7 +735,9 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		// anyone's sync source. (Before, such a look let the master be
 		// promoted.)
 		name: "a replica that still reports its link up to a master running as a replica of nobody has not noticed the restart: the master is failed over",
-		pods: []PodState{justRestarted(), probedAt(before(replica("c-1", ip1, 1000)), now.Add(-500*time.Millisecond)), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
+		// (Up 2 s, the master started 1 to 2 s ago: the looks, 0.5 s
+		// old, are surely from after its start.)
+		pods: []PodState{restarted(), probedAt(before(replica("c-1", ip1, 1000)), now.Add(-500*time.Millisecond)), probedAt(before(replica("c-2", ip2, 1010)), now.Add(-500*time.Millisecond))},
 		want: Action{Type: ActionStartFailover, Pod: "c-2", Master: "c-0"},
 	}, {
 		name: "a replica that missed its probes gets a look that waits the whole probe timeout",
@@ -789,6 +789,12 @@ func TestARestartedMasterIsJudgedOnLooksTakenSinceItsRestart(t *testing.T) {
 		name: "a replica without an address for the probe timeout after the restart is not waited for",
 		pods: []PodState{restarted(), {Name: "c-1", RoleLabel: "replica"}},
 		want: Action{Type: ActionPromote, Pod: "c-0"},
+	}, {
+		// Redis counts uptime in whole seconds: the master, up "2 s",
+		// may have started 1.5 s ago, after this look was taken.
+		name: "a replica's look from the second the master's uptime cannot place is taken again",
+		pods: []PodState{restarted(), probedAt(before(replica("c-1", ip1, 1000)), now.Add(-1500*time.Millisecond))},
+		want: Action{Type: ActionRefresh, Pods: []string{"c-1"}},
 	}, {
 		name: "a replica that restarted too holds nothing to compare: the master is promoted",
 		pods: []PodState{restarted(), linkDown(history(pod("c-1", ip1, "slave", cachev1alpha1.StartupMasterHost, "replica", 0, 10), "C", "", 0, 2), 2)},
