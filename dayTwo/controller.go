@@ -177,6 +177,7 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, stepErr error) (ctrl.
 	if apierrors.IsConflict(stepErr) {
 		// The status changed under us: whatever else was collected is
 		// planned again on the fresh object, not written on the stale one.
+		r.conflicted(ctx, s)
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if stepErr != nil {
@@ -184,6 +185,7 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, stepErr error) (ctrl.
 	}
 	if err := r.commit(ctx, &s.status); err != nil {
 		if apierrors.IsConflict(err) {
+			r.conflicted(ctx, s)
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, errors.Join(stepErr, err)

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -488,6 +491,70 @@ func stepErrorCount(g Gomega, step, reason string) float64 {
 		}
 	}
 	return n
+}
+
+// TestIntegrationAStatusConflictIsCountedAndPlannedAgain: the cluster
+// changes between a reconcile's read and its status write (as when
+// day-one or a person writes to it): the API server refuses the write, it
+// is counted in cacheops_daytwo_status_conflicts_total, and the step is
+// planned again on the fresh object: the cluster bootstraps all the same.
+func TestIntegrationAStatusConflictIsCountedAndPlannedAgain(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	bump := &bumpingClient{}
+	bump.armed.Store(true)
+	before := statusConflictCount(g)
+	c := newCluster(t, clusterOpts{subnet: 44, pods: 2, client: func(cl client.Client) client.Client { bump.Client = cl; return bump }})
+	c.waitReplicating(g)
+	g.Expect(bump.refused.Load()).To(BeTrue(), "the status write after the change was refused for a conflict")
+	g.Expect(statusConflictCount(g)).To(BeNumerically(">", before))
+}
+
+// statusConflictCount sums cacheops_daytwo_status_conflicts_total over its
+// steps.
+func statusConflictCount(g Gomega) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var n float64
+	for _, f := range families {
+		if f.GetName() == "cacheops_daytwo_status_conflicts_total" {
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// bumpingClient is the controller's client; once armed, the next status
+// write of a CacheCluster through it finds the object changed since it
+// was read: an annotation is written through the API server just before.
+type bumpingClient struct {
+	client.Client
+	armed, refused atomic.Bool
+}
+
+func (b *bumpingClient) Status() client.SubResourceWriter {
+	return bumpingStatus{SubResourceWriter: b.Client.Status(), b: b}
+}
+
+type bumpingStatus struct {
+	client.SubResourceWriter
+	b *bumpingClient
+}
+
+func (w bumpingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	cc, ok := obj.(*cachev1alpha1.CacheCluster)
+	if !ok || !w.b.armed.CompareAndSwap(true, false) {
+		return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	}
+	changed := &cachev1alpha1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.Name}}
+	if err := k8s.Patch(ctx, changed, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test.cacheops.io/changed":"true"}}}`))); err != nil {
+		return err
+	}
+	err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	w.b.refused.Store(apierrors.IsConflict(err))
+	return err
 }
 
 // laggingClient is the controller's client with a pod cache that stands
