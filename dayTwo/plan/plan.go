@@ -310,11 +310,16 @@ func awaitWitnesses(s Snapshot, m PodState) Action {
 // earlier: a replica's look must then be newer, and a run that began
 // after the replica lost its link is never taken for an older one).
 func runStart(o probe.Observation) time.Time {
-	at := o.LastSeen
-	if at.IsZero() || at.Before(o.ProbedAt) {
-		at = o.ProbedAt
+	return answeredAt(o).Add(-time.Duration(o.UptimeSeconds) * time.Second)
+}
+
+// answeredAt is when the pod's last answer came (no earlier than the
+// probe was sent).
+func answeredAt(o probe.Observation) time.Time {
+	if o.LastSeen.IsZero() || o.LastSeen.Before(o.ProbedAt) {
+		return o.ProbedAt
 	}
-	return at.Add(-time.Duration(o.UptimeSeconds) * time.Second)
+	return o.LastSeen
 }
 
 // latestRunStart is the latest the pod's redis-server can have started,
@@ -329,14 +334,10 @@ func runStart(o probe.Observation) time.Time {
 // replicas, resynchronised from it, dropped 64 acknowledged writes. Probed
 // in rounds, all the pods' answers had come together.)
 func latestRunStart(o probe.Observation) time.Time {
-	at := o.LastSeen
-	if at.IsZero() || at.Before(o.ProbedAt) {
-		at = o.ProbedAt
-	}
-	if latest := runStart(o).Add(time.Second); latest.Before(at) {
+	if latest, at := runStart(o).Add(time.Second), answeredAt(o); latest.Before(at) {
 		return latest
 	}
-	return at
+	return answeredAt(o)
 }
 
 // planRoles makes the recorded master the only master, in Redis and in
