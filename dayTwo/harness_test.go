@@ -320,6 +320,10 @@ type lagProxy struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 
+	// afterLogin: the first answer on each connection (to AUTH) is not
+	// held back.
+	afterLogin bool
+
 	mu      sync.Mutex
 	delay   time.Duration
 	changed chan struct{}
@@ -339,6 +343,20 @@ const lagPort = "6380"
 // dropped, so they come back through the proxy, which connects from the
 // client's own address.
 func (c *cluster) lag(g Gomega, pod string, delay time.Duration) *lagProxy {
+	return c.lagProxy(g, pod, delay, false)
+}
+
+// lagAfterLogin is lag, with the answer to a connection's login (its first
+// answer) let through at once: a look on a new connection then waits one
+// delay, as a probe on an open one does. (With every answer held, a new
+// connection costs two delays, so no delay fails the periodic probes,
+// which wait half the probe timeout, while the looks, which wait all of
+// it, answer. On a loaded node that happens as the load varies.)
+func (c *cluster) lagAfterLogin(g Gomega, pod string, delay time.Duration) *lagProxy {
+	return c.lagProxy(g, pod, delay, true)
+}
+
+func (c *cluster) lagProxy(g Gomega, pod string, delay time.Duration, afterLogin bool) *lagProxy {
 	ctx := context.Background()
 	ip := c.ips[pod]
 	rc := redisAt(ip, c.password)
@@ -348,7 +366,7 @@ func (c *cluster) lag(g Gomega, pod string, delay time.Duration) *lagProxy {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "6379"))
 	g.Expect(err).NotTo(HaveOccurred(), pod)
 	l := &lagProxy{ln: ln, backend: net.JoinHostPort(ip, lagPort), done: make(chan struct{}),
-		delay: delay, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+		afterLogin: afterLogin, delay: delay, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	l.wg.Add(1)
 	go l.accept()
 	c.t.Cleanup(l.close)
@@ -413,9 +431,16 @@ func (l *lagProxy) accept() {
 // it came, until either side leaves.
 func (l *lagProxy) answer(client, server net.Conn, left <-chan struct{}) {
 	buf := make([]byte, 64<<10)
-	late := false
+	late, login := false, l.afterLogin
 	for {
 		n, err := server.Read(buf)
+		if n > 0 && login {
+			login = false
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
+			continue
+		}
 		if n > 0 {
 			if !l.hold(time.Now(), left) {
 				l.count(&l.gaveUp)

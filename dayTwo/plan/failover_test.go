@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,6 +298,70 @@ func TestAFailoverTargetThatMissesItsProbesIsLookedAtFirst(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAFailoverGoesOnWithASlowTarget plays a failover step by step and,
+// before each step, asks what the plan would be if the target had just
+// missed its periodic probes (since its last answer, taken after the
+// failover started, 300 ms ago). When every missed probe ran out of time
+// (a live pod on a loaded node), the plan is the step it would take on a
+// target that answered: no wait, no look, no other target. When one was
+// refused (a killed pod), or the target has not answered since the start,
+// the failover waits.
+func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
+	w := newFoWorld([]int64{120, 110, 100})
+	var steps []string
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("no convergence: %v", steps)
+		}
+		a := Next(w.s)
+		if a.Type == ActionNone {
+			break
+		}
+		if op := w.s.Operation; op != nil {
+			for _, c := range []struct {
+				name                  string
+				slow, answeredInStart bool
+				want                  string
+			}{
+				{"slow", true, true, a.String()},
+				{"refused a probe", false, true, "Wait"},
+				{"not answered since the start", true, false, "Wait"},
+			} {
+				missed := w.s
+				missed.Pods = append([]PodState(nil), w.s.Pods...)
+				for j := range missed.Pods {
+					if p := &missed.Pods[j]; p.Name == op.ToPod {
+						p.Obs.Reachable, p.Obs.Slow, p.Obs.MissedWait = false, c.slow, 500*time.Millisecond
+						p.Obs.LastSeen = missed.Now.Add(-300 * time.Millisecond)
+						if !c.answeredInStart {
+							missed.Operation = op.DeepCopy()
+							missed.Operation.StartedAt.Time = p.Obs.LastSeen.Add(time.Millisecond)
+						}
+					}
+				}
+				got := Next(missed)
+				bare := got
+				bare.Reason = strings.TrimSuffix(strings.Split(got.Reason, "the target missed")[0], " (")
+				switch {
+				case c.want == "Wait" && a.Type != ActionUnlabel && got.Type != ActionWait:
+					t.Errorf("step %d (%s), target %s: %s, want a wait", i, a, c.name, got)
+				case c.want != "Wait" && bare.String() != c.want:
+					t.Errorf("step %d, target %s: %s, want %s as on a target that answered", i, c.name, got, c.want)
+				case c.want != "Wait" && a.Type != ActionUnlabel && !strings.Contains(got.Reason, "the target missed its probes since it answered at"):
+					t.Errorf("step %d, target %s: %s does not say the target missed its probes", i, c.name, got)
+				}
+			}
+		}
+		steps = append(steps, a.String())
+		if err := w.apply(a); err != nil {
+			t.Fatalf("step %d: %v (steps %v)", i, err, steps)
+		}
+	}
+	if w.s.CurrentMaster != "c-1" {
+		t.Fatalf("new master %s, want c-1 (steps %v)", w.s.CurrentMaster, steps)
 	}
 }
 

@@ -161,6 +161,7 @@ func TestASlowPodAnswersAPatientLook(t *testing.T) {
 	o := probe(context.Background(), c, target, 200*time.Millisecond, time.Second)
 	g.Expect(o.Reachable).To(BeFalse())
 	g.Expect(o.MissedWait).To(Equal(200 * time.Millisecond))
+	g.Expect(o.Slow).To(BeTrue(), "it ran out of time")
 	// The process runs again 300 ms into a look that waits 5 s.
 	thawed := time.AfterFunc(300*time.Millisecond, func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) })
 	defer thawed.Stop()
@@ -173,6 +174,7 @@ func TestASlowPodAnswersAPatientLook(t *testing.T) {
 	look = ProbeOnce(context.Background(), target, access.Config{}, 5*time.Second)
 	g.Expect(look.Reachable).To(BeFalse())
 	g.Expect(look.MissedWait).To(Equal(5*time.Second), "a refusal counts the whole deadline")
+	g.Expect(look.Slow).To(BeFalse(), "a refusal is not slowness")
 	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "and ends at once")
 }
 

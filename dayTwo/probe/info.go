@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ func probe(ctx context.Context, c *conn, t Target, timeout, period time.Duration
 		o.Err = err.Error()
 		if !errors.Is(err, errBackoff) && ctx.Err() == nil {
 			o.MissedWait = timeout
+			var ne net.Error
+			o.Slow = errors.As(err, &ne) && ne.Timeout()
 		}
 		return o
 	}

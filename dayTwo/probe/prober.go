@@ -41,6 +41,11 @@ type Observation struct {
 	// (the latest of them when several waited as long): a restarted
 	// master is judged on replicas waited for since its start.
 	MissedWaitSent time.Time
+	// Slow: every probe of a pod that does not answer, since it last
+	// answered, ran out of time; none was refused, broken, or held back
+	// by the redial backoff. Such a pod may be alive on a loaded node; a
+	// killed one refuses at once.
+	Slow bool
 	// LookingSince is when a last look at the pod (Prober.Look) was sent,
 	// while it has not ended; zero otherwise.
 	LookingSince time.Time
@@ -498,6 +503,9 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 		}
 		if had && !prev.Reachable && prev.MissedWait > o.MissedWait {
 			o.MissedWait, o.MissedWaitSent = prev.MissedWait, prev.MissedWaitSent
+		}
+		if had && !prev.Reachable && !prev.Slow {
+			o.Slow = false
 		}
 	}
 	if !o.Reachable && had {

@@ -150,6 +150,32 @@ func TestTheLongestWaitInVainIsKept(t *testing.T) {
 	g.Expect(cp.results["c-0"].MissedWait).To(Equal(500*time.Millisecond), "a new run of failures starts from its own probes")
 }
 
+// TestAPodIsSlowWhileEveryMissedProbeRanOutOfTime: a pod that does not
+// answer is slow while every probe since its last answer timed out; one
+// refused (or held back by the backoff) makes it not slow until it
+// answers again.
+func TestAPodIsSlowWhileEveryMissedProbeRanOutOfTime(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	miss := func(ms int, slow bool) bool {
+		cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: at(ms), MissedWait: 500 * time.Millisecond, Slow: slow})
+		return cp.results["c-0"].Slow
+	}
+	answer := func(ms int) {
+		cp.record(Observation{Pod: "c-0", IP: ip0, ProbedAt: at(ms), Reachable: true, LastSeen: at(ms), Role: "master"})
+	}
+	answer(0)
+	g.Expect(miss(250, true)).To(BeTrue())
+	g.Expect(miss(500, true)).To(BeTrue())
+	g.Expect(miss(750, false)).To(BeFalse(), "refused")
+	g.Expect(miss(1000, true)).To(BeFalse(), "a refusal since the last answer")
+	answer(1250)
+	g.Expect(cp.results["c-0"].Slow).To(BeFalse())
+	g.Expect(miss(1500, true)).To(BeTrue(), "a new run of failures")
+}
+
 // TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
 // woken when a pod's answer changes; a master that does not answer wakes
 // it every round (its failure is timed), while a replica that stays down,
