@@ -92,6 +92,11 @@ func BenchmarkScale(b *testing.B) {
 		// Masters that missed their probes past the timeout but answered
 		// the last look before a failover (slow, not dead).
 		b.ReportMetric(sumSeries(end, "cacheops_failovers_averted_total", "")-sumSeries(start, "cacheops_failovers_averted_total", ""), "averted_failovers")
+		// Day-two status writes refused for a conflict, from the first
+		// create to now, and by step in the log.
+		conflicts := sumSeries(end, "cacheops_daytwo_status_conflicts_total", "") - sumSeries(start, "cacheops_daytwo_status_conflicts_total", "")
+		b.ReportMetric(conflicts, "status_conflicts")
+		logf(b, "%.0f day-two status writes refused for a conflict in %s: %s", conflicts, time.Since(t0).Round(time.Second), seriesDelta(start, end, "cacheops_daytwo_status_conflicts_total"))
 		b.ReportMetric(env.peakRSS(), "peak_rss_MiB")
 		b.ReportMetric(env.restartSettle(b, n).Seconds(), "restart_settle_s")
 		// The restarted manager counts from zero.

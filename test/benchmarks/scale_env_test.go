@@ -322,6 +322,29 @@ func sumSeries(m map[string]float64, name string, labels ...string) float64 {
 	return total
 }
 
+// seriesDelta lists, most first, how much each series of name grew
+// between two scrapes, by its labels.
+func seriesDelta(before, after map[string]float64, name string) string {
+	type grown struct {
+		labels string
+		by     float64
+	}
+	var all []grown
+	for k, v := range after {
+		if labels, ok := strings.CutPrefix(k, name); ok && (labels == "" || labels[0] == '{') && v > before[k] {
+			all = append(all, grown{labels, v - before[k]})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].by > all[j].by || all[i].by == all[j].by && all[i].labels < all[j].labels
+	})
+	parts := make([]string, len(all))
+	for i, g := range all {
+		parts[i] = fmt.Sprintf("%s %.0f", g.labels, g.by)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // requestDelta counts the manager's API requests between two scrapes:
 // GET (gets, lists) are reads, every other verb a write. Watches are long
 // requests counted when they start.
