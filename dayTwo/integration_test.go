@@ -187,11 +187,11 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 // has started, every periodic probe of the target fails, while the looks
 // at it (the refresh after the promotion) and the promotion itself
 // answer. Every acknowledged write is on the new master, and one pod at
-// most carries the master label at any time. (Whether a step is planned
-// while the target's last probe has failed, on what it answered before
-// (plan.slowSinceStart), depends on when the controller plans, which this
-// test does not steer: here each step on the target is followed by a look
-// that answers. TestAFailoverGoesOnWithASlowTarget plays that case.)
+// most carries the master label at any time. Whether a step after the
+// promotion is planned on the target's last answer while its latest probe
+// has failed (plan.promotedAndSlow) depends on when the controller plans,
+// which this test does not steer: here the promotion is followed by a look
+// that answers. TestAFailoverGoesOnWithASlowTarget plays that case.
 func TestIntegrationAFailoverGoesOnWhileItsTargetAnswersLate(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{subnet: 45, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {

@@ -69,11 +69,11 @@ func planFailover(s Snapshot) Action {
 	if Healthy(target) {
 		return failoverStep(s, target)
 	}
-	if !slowSinceStart(s, target) {
+	if !promotedAndSlow(s, target) {
 		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
 	}
 	a := failoverStep(s, target)
-	note := "the target missed its probes since it answered at " + target.Obs.LastSeen.UTC().Format("15:04:05.000")
+	note := "the promoted target missed its probes since it answered at " + target.Obs.LastSeen.UTC().Format("15:04:05.000")
 	if a.Reason == "" {
 		a.Reason = note
 	} else {
@@ -130,18 +130,21 @@ func failoverStep(s Snapshot, target PodState) Action {
 	return Action{Type: ActionCompleteFailover, Pod: to, Master: from}
 }
 
-// slowSinceStart: the failover target answered since the failover
-// started, and its probes since then only ran out of time, for less than
-// the probe timeout (it is not down). On a loaded node a live pod misses
-// its periodic probes (they wait half the timeout) between answers;
-// waiting for its next answer held every step of a failover (docs/scale.md,
-// run 25). The steps go on with what it last answered: each step's own
-// command to it (the promotion) waits longer than a probe and fails as a
-// step when it is not answered; the others change other pods, or labels.
-// A target that refused a probe (killed) is waited for, and judged once
-// it is down.
-func slowSinceStart(s Snapshot, p PodState) bool {
-	return p.Observed && !p.Deleting && !p.Obs.Reachable && !p.Obs.Loading && p.Obs.Slow &&
+// promotedAndSlow: the failover target answered as master since the
+// failover started (it was promoted), and its probes since then only ran
+// out of time, for less than the probe timeout (it is not down). On a
+// loaded node a live pod misses its periodic probes (they wait half the
+// timeout) between answers; waiting for its next answer held the steps
+// after the promotion (docs/scale.md, run 25: labelled 6.5 s after it).
+// Those steps (fence, label, repoint, complete) change other pods or
+// labels, and go on with what it answered last. The steps before the
+// promotion wait for a fresh answer: they compare the target's offset with
+// the other replicas', and an old offset beside fresh ones (an old master
+// streaming again before it answers) would choose another target while
+// the old master can still reach this one. A target that refused a probe
+// (killed) is waited for, and judged once it is down.
+func promotedAndSlow(s Snapshot, p PodState) bool {
+	return p.Observed && !p.Deleting && !p.Obs.Reachable && !p.Obs.Loading && p.Obs.Slow && p.Obs.Role == "master" &&
 		s.Operation != nil && p.Obs.LastSeen.After(s.Operation.StartedAt.Time) && !s.down(p.Name)
 }
 

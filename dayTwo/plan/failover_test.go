@@ -304,14 +304,16 @@ func TestAFailoverTargetThatMissesItsProbesIsLookedAtFirst(t *testing.T) {
 // TestAFailoverGoesOnWithASlowTarget plays a failover step by step and,
 // before each step, asks what the plan would be if the target had just
 // missed its periodic probes (since its last answer, taken after the
-// failover started, 300 ms ago). When every missed probe ran out of time
-// (a live pod on a loaded node), the plan is the step it would take on a
-// target that answered: no wait, no look, no other target. When one was
-// refused (a killed pod), or the target has not answered since the start,
-// the failover waits.
+// failover started, 300 ms ago). After the promotion, when every missed
+// probe ran out of time (a live pod on a loaded node), the plan is the
+// step it would take on a target that answered: no wait, no look, no
+// other target. Before the promotion (its offset is compared with the
+// other replicas'), when one was refused (a killed pod), or when the
+// target has not answered since the start, the failover waits.
 func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 	w := newFoWorld([]int64{120, 110, 100})
 	var steps []string
+	goneOn := 0
 	for i := 0; ; i++ {
 		if i > 60 {
 			t.Fatalf("no convergence: %v", steps)
@@ -320,15 +322,17 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 		if a.Type == ActionNone {
 			break
 		}
-		if op := w.s.Operation; op != nil {
+		if op := w.s.Operation; op != nil && a.Type != ActionUnlabel {
+			target, _ := w.s.Pod(op.ToPod)
+			promoted := target.Obs.Role == "master"
 			for _, c := range []struct {
-				name                  string
-				slow, answeredInStart bool
-				want                  string
+				name                     string
+				slow, answeredSinceStart bool
+				goesOn                   bool
 			}{
-				{"slow", true, true, a.String()},
-				{"refused a probe", false, true, "Wait"},
-				{"not answered since the start", true, false, "Wait"},
+				{"slow", true, true, promoted},
+				{"refused a probe", false, true, false},
+				{"not answered since the start", true, false, false},
 			} {
 				missed := w.s
 				missed.Pods = append([]PodState(nil), w.s.Pods...)
@@ -336,7 +340,7 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 					if p := &missed.Pods[j]; p.Name == op.ToPod {
 						p.Obs.Reachable, p.Obs.Slow, p.Obs.MissedWait = false, c.slow, 500*time.Millisecond
 						p.Obs.LastSeen = missed.Now.Add(-300 * time.Millisecond)
-						if !c.answeredInStart {
+						if !c.answeredSinceStart {
 							missed.Operation = op.DeepCopy()
 							missed.Operation.StartedAt.Time = p.Obs.LastSeen.Add(time.Millisecond)
 						}
@@ -344,14 +348,16 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 				}
 				got := Next(missed)
 				bare := got
-				bare.Reason = strings.TrimSuffix(strings.Split(got.Reason, "the target missed")[0], " (")
+				bare.Reason = strings.TrimSuffix(strings.Split(got.Reason, "the promoted target missed")[0], " (")
 				switch {
-				case c.want == "Wait" && a.Type != ActionUnlabel && got.Type != ActionWait:
-					t.Errorf("step %d (%s), target %s: %s, want a wait", i, a, c.name, got)
-				case c.want != "Wait" && bare.String() != c.want:
-					t.Errorf("step %d, target %s: %s, want %s as on a target that answered", i, c.name, got, c.want)
-				case c.want != "Wait" && a.Type != ActionUnlabel && !strings.Contains(got.Reason, "the target missed its probes since it answered at"):
+				case !c.goesOn && got.Type != ActionWait:
+					t.Errorf("step %d (%s), target %s (promoted %v): %s, want a wait", i, a, c.name, promoted, got)
+				case c.goesOn && bare.String() != a.String():
+					t.Errorf("step %d, target %s: %s, want %s as on a target that answered", i, c.name, got, a)
+				case c.goesOn && !strings.Contains(got.Reason, "the promoted target missed its probes since it answered at"):
 					t.Errorf("step %d, target %s: %s does not say the target missed its probes", i, c.name, got)
+				case c.goesOn:
+					goneOn++
 				}
 			}
 		}
@@ -362,6 +368,10 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 	}
 	if w.s.CurrentMaster != "c-1" {
 		t.Fatalf("new master %s, want c-1 (steps %v)", w.s.CurrentMaster, steps)
+	}
+	// Label and complete.
+	if goneOn != 2 {
+		t.Fatalf("%d steps went on with a slow target, want 2 (steps %v)", goneOn, steps)
 	}
 }
 
