@@ -138,11 +138,14 @@ func startScaleEnv(b *testing.B, n int, controlPlaneOnly bool) *scaleEnv {
 
 // managerNice is the niceness the manager runs at (SCALE_MANAGER_NICE,
 // default 0). Here the manager shares 2 cores with every pod's
-// redis-server and the nodes; at a load of 60 it gets about one runnable
-// task's share, and an answer that reached its socket in time is read
-// after the probe's deadline. In a cluster it runs on a node of its own
+// redis-server and the nodes; at a load of 60 its (at most 2) running
+// threads get 2 runnable tasks' share, and an answer that reached its
+// socket in time fails the probe when the manager runs again only after
+// the deadline. In a cluster it runs on a node of its own
 // or with a CPU request, which the kernel's CPU shares honour; a negative
 // niceness stands for that (-10: about 9 times a nice-0 task's weight).
+// At -10 (docs/scale.md, run 27) the fleet's failovers were slower, not
+// faster: the pods, with less CPU, answered later.
 var managerNice = envInt("SCALE_MANAGER_NICE", 0)
 
 func (e *scaleEnv) startManager(b *testing.B) {
