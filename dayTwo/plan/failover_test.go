@@ -375,6 +375,64 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 	}
 }
 
+// TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown:
+// the master is down and no replica answers. When the master is surely
+// down (it refused a probe, or missed the look that waits the whole
+// timeout), each replica whose missed probes only ran out of time gets a
+// look, one after another, then the failover waits for them; a replica
+// that refused, or missed its look, gets none. A master that only missed
+// its periodic probes gets no such looks at its replicas.
+func TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown(t *testing.T) {
+	slowReplica := func(name, ip string, f func(*PodState)) PodState {
+		p := down(pod(name, ip, "slave", ip0, "replica", 100, 10), 2*time.Second)
+		p.Obs.MissedWait, p.Obs.Slow = 500*time.Millisecond, true
+		if f != nil {
+			f(&p)
+		}
+		return p
+	}
+	master := func(f func(*PodState)) PodState {
+		p := down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second)
+		if f != nil {
+			f(&p)
+		}
+		return p
+	}
+	killed := func(p *PodState) { p.Obs.Slow, p.Obs.MissedWait = false, time.Second }
+	slowOnly := func(p *PodState) { p.Obs.Slow, p.Obs.MissedWait = true, 500*time.Millisecond }
+	slowLooked := func(p *PodState) { p.Obs.Slow, p.Obs.MissedWait = true, time.Second }
+	looking := func(p *PodState) { p.Obs.LookingSince = now.Add(-200 * time.Millisecond) }
+	missedLook := func(p *PodState) { p.Obs.MissedWait = time.Second }
+	refused := func(p *PodState) { p.Obs.Slow = false }
+	for _, c := range []struct {
+		name   string
+		pods   []PodState
+		want   ActionType
+		wantOn string
+	}{
+		{"a killed master: a look at the first slow replica", []PodState{master(killed), slowReplica("c-1", ip1, nil), slowReplica("c-2", ip2, nil)}, ActionLastLook, "c-1"},
+		{"its look in flight: a look at the next", []PodState{master(killed), slowReplica("c-1", ip1, looking), slowReplica("c-2", ip2, nil)}, ActionLastLook, "c-2"},
+		{"both in flight: wait", []PodState{master(killed), slowReplica("c-1", ip1, looking), slowReplica("c-2", ip2, looking)}, ActionWait, "c-1"},
+		{"one missed its look, the other refused: wait for an answer", []PodState{master(killed), slowReplica("c-1", ip1, missedLook), slowReplica("c-2", ip2, refused)}, ActionWait, "c-0"},
+		{"a master that missed its whole look: a look at a slow replica", []PodState{master(slowLooked), slowReplica("c-1", ip1, nil), slowReplica("c-2", ip2, nil)}, ActionLastLook, "c-1"},
+		{"a master that only missed its periodic probes: no look at the replicas", []PodState{master(slowOnly), slowReplica("c-1", ip1, nil), slowReplica("c-2", ip2, nil)}, ActionWait, "c-0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", Pods: c.pods, StepDeadline: time.Minute})
+			got := Next(s)
+			if got.Type != c.want || got.Pod != c.wantOn {
+				t.Fatalf("%s, want %s %s", got, c.want, c.wantOn)
+			}
+		})
+	}
+	// A replica answers its look: it takes over.
+	s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute, Pods: []PodState{
+		master(killed), pod("c-1", ip1, "slave", ip0, "replica", 100, 10), slowReplica("c-2", ip2, looking)}})
+	if got := Next(s); got.Type != ActionStartFailover || got.Pod != "c-1" {
+		t.Fatalf("%s, want StartFailover c-1", got)
+	}
+}
+
 // canAcknowledge lists the Redis masters with a replica attached.
 func canAcknowledge(s Snapshot) []string {
 	var out []string
