@@ -379,9 +379,10 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 // the master is down and no replica answers. When the master is surely
 // down (it refused a probe, or missed the look that waits the whole
 // timeout), each replica whose missed probes only ran out of time gets a
-// look, one after another, then the failover waits for them; a replica
-// that refused, or missed its look, gets none. A master that only missed
-// its periodic probes gets no such looks at its replicas.
+// look, one after another, and no target is chosen while one is in
+// flight; a replica that refused, or missed its look, gets none. A master
+// that only missed its periodic probes gets no such looks at its
+// replicas.
 func TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown(t *testing.T) {
 	slowReplica := func(name, ip string, f func(*PodState)) PodState {
 		p := down(pod(name, ip, "slave", ip0, "replica", 100, 10), 2*time.Second)
@@ -425,11 +426,28 @@ func TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown(t *tes
 			}
 		})
 	}
-	// A replica answers its look: it takes over.
-	s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute, Pods: []PodState{
-		master(killed), pod("c-1", ip1, "slave", ip0, "replica", 100, 10), slowReplica("c-2", ip2, looking)}})
-	if got := Next(s); got.Type != ActionStartFailover || got.Pod != "c-1" {
-		t.Fatalf("%s, want StartFailover c-1", got)
+	// A replica answers its look while the other's is in flight: the
+	// other is waited for, as it may hold more; then the one with more
+	// of the stream, or the one that answered if the other missed its
+	// look, takes over.
+	answered := pod("c-1", ip1, "slave", ip0, "replica", 100, 10)
+	for _, c := range []struct {
+		name   string
+		c2     PodState
+		want   ActionType
+		wantOn string
+	}{
+		{"the other's look in flight", slowReplica("c-2", ip2, looking), ActionWait, "c-2"},
+		{"the other missed its look", slowReplica("c-2", ip2, missedLook), ActionStartFailover, "c-1"},
+		{"the other answered with more", pod("c-2", ip2, "slave", ip0, "replica", 120, 10), ActionStartFailover, "c-2"},
+	} {
+		t.Run("one answered its look, "+c.name, func(t *testing.T) {
+			s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute, Pods: []PodState{
+				master(killed), answered, c.c2}})
+			if got := Next(s); got.Type != c.want || got.Pod != c.wantOn {
+				t.Fatalf("%s, want %s %s", got, c.want, c.wantOn)
+			}
+		})
 	}
 }
 

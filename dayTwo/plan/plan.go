@@ -85,7 +85,27 @@ func planMasterDown(s Snapshot) Action {
 	if look.Type != ActionNone {
 		return look
 	}
+	if wait := awaitReplicaLooks(s, m); wait.Type != ActionNone {
+		return wait
+	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
+}
+
+// awaitReplicaLooks waits for the looks in flight at replicas
+// (lookAtSlowReplicas sends them together) before a target is chosen: the
+// replica that answers first must not win over one whose look is still
+// out and that may hold more of the stream (a write acknowledged by one
+// replica is on that one only). Each wait ends with its look.
+func awaitReplicaLooks(s Snapshot, m PodState) Action {
+	for _, p := range SortedPods(s) {
+		if p.Name == m.Name || p.Obs.LookingSince.IsZero() {
+			continue
+		}
+		if a := lookBeforeJudging(s, p, "", fmt.Sprintf("a look at replica %s is in flight: it is heard before a failover target is chosen", p.Name)); a.Type == ActionWait {
+			return a
+		}
+	}
+	return Action{Type: ActionNone}
 }
 
 // lookAtSlowReplicas: the master is surely down (it refused a probe, or
