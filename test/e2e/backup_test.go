@@ -605,6 +605,12 @@ func turnOnAutoRestore(g Gomega, cc *cachev1alpha1.CacheCluster) {
 		sts := &appsv1.StatefulSet{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(cc), sts)).To(Succeed())
 		g.Expect(sts.Spec.Template.Spec.InitContainers).To(HaveLen(1))
+		// The counts are the new template's only once the StatefulSet
+		// controller has seen it: just after the change, the old
+		// revision's count matched, with no rollout started yet, and a
+		// pod was being recreated under the next disaster (a CI
+		// rehearsal, 2026-12-05).
+		g.Expect(sts.Status.ObservedGeneration).To(Equal(sts.Generation))
 		g.Expect(sts.Status.UpdatedReplicas).To(Equal(*sts.Spec.Replicas))
 		got := getCC(g, cc)
 		g.Expect(got.Status.Operation).To(BeNil())
