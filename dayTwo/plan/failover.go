@@ -66,50 +66,49 @@ func planFailover(s Snapshot) Action {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "failover: only the new master may carry the label"}
 		}
 	}
-	if Healthy(target) {
-		return failoverStep(s, target)
+	if !Healthy(target) {
+		if !promotedAndSlow(s, target) {
+			return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
+		}
+		a := afterPromotion(s, target)
+		note := "the promoted target missed its probes since it answered at " + target.Obs.LastSeen.UTC().Format("15:04:05.000")
+		if a.Reason == "" {
+			a.Reason = note
+		} else {
+			a.Reason += " (" + note + ")"
+		}
+		return a
 	}
-	if !promotedAndSlow(s, target) {
-		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
+	if target.Obs.Role == "master" {
+		return afterPromotion(s, target)
 	}
-	a := failoverStep(s, target)
-	note := "the promoted target missed its probes since it answered at " + target.Obs.LastSeen.UTC().Format("15:04:05.000")
-	if a.Reason == "" {
-		a.Reason = note
-	} else {
-		a.Reason += " (" + note + ")"
-	}
-	return a
-}
-
-// failoverStep plans steps 2 to 7 of planFailover, on what the target
-// answered last.
-func failoverStep(s Snapshot, target PodState) Action {
-	op := s.Operation
-	from, to := op.FromPod, op.ToPod
-	if target.Obs.Role != "master" {
-		// 2. Detach the other replicas: they follow the target.
-		// The offsets stand still while the old master does not answer,
-		// or answers as the replica it restarted as (it takes no writes).
-		old, _ := s.Pod(from)
-		if !Healthy(old) || StartedAsReplica(old) {
-			if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
-				return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
-			}
-			for _, p := range SortedPods(s) {
-				if detachable(s, p, from, target) && moreHistory(p, target) {
-					return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
-				}
-			}
+	// 2. Detach the other replicas: they follow the target.
+	// The offsets stand still while the old master does not answer, or
+	// answers as the replica it restarted as (it takes no writes).
+	old, _ := s.Pod(from)
+	if !Healthy(old) || StartedAsReplica(old) {
+		if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
+			return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
 		}
 		for _, p := range SortedPods(s) {
-			if detachable(s, p, from, target) {
-				return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: detach from the old master before the promotion"}
+			if detachable(s, p, from, target) && moreHistory(p, target) {
+				return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
 			}
 		}
-		// 3. Promote.
-		return Action{Type: ActionPromote, Pod: to, Reason: "failover from " + from}
 	}
+	for _, p := range SortedPods(s) {
+		if detachable(s, p, from, target) {
+			return Action{Type: ActionRepoint, Pod: p.Name, Master: to, Reason: "failover: detach from the old master before the promotion"}
+		}
+	}
+	// 3. Promote.
+	return Action{Type: ActionPromote, Pod: to, Reason: "failover from " + from}
+}
+
+// afterPromotion plans steps 4 to 7 of planFailover, on what the promoted
+// target answered last.
+func afterPromotion(s Snapshot, target PodState) Action {
+	from, to := s.Operation.FromPod, s.Operation.ToPod
 	// 4. Fence whoever else believes it is master, first of all the old
 	// master as soon as it answers.
 	for _, p := range SortedPods(s) {

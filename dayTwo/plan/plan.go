@@ -74,7 +74,7 @@ func planMasterDown(s Snapshot) Action {
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	m, _ := s.Pod(s.CurrentMaster)
 	if cand == "" {
-		if look := lookAtSlowReplicas(s, m); look.Type != ActionNone {
+		if look := replicaLooks(s, m, true); look.Type != ActionNone {
 			return look
 		}
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
@@ -85,51 +85,42 @@ func planMasterDown(s Snapshot) Action {
 	if look.Type != ActionNone {
 		return look
 	}
-	if wait := awaitReplicaLooks(s, m); wait.Type != ActionNone {
+	if wait := replicaLooks(s, m, false); wait.Type != ActionNone {
 		return wait
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
 }
 
-// awaitReplicaLooks waits for the looks in flight at replicas
-// (lookAtSlowReplicas sends them together) before a target is chosen: the
-// replica that answers first must not win over one whose look is still
-// out and that may hold more of the stream (a write acknowledged by one
-// replica is on that one only). Each wait ends with its look.
-func awaitReplicaLooks(s Snapshot, m PodState) Action {
-	for _, p := range SortedPods(s) {
-		if p.Name == m.Name || p.Obs.LookingSince.IsZero() {
-			continue
-		}
-		if a := lookBeforeJudging(s, p, "", fmt.Sprintf("a look at replica %s is in flight: it is heard before a failover target is chosen", p.Name)); a.Type == ActionWait {
-			return a
-		}
-	}
-	return Action{Type: ActionNone}
-}
-
-// lookAtSlowReplicas: the master is surely down (it refused a probe, or
-// missed the look that waits the whole timeout, or is gone) and no
-// replica answers: each replica whose missed probes only ran out of time
-// gets one look that waits the whole timeout, as a failover target does.
-// On a loaded node live replicas miss their periodic probes (half the
-// timeout) for many seconds: in the scale benchmark's run 26 a killed
-// master's replicas did for 21 s, and the failover waited for them. The
-// gate on the master matters: looks at silent replicas of masters that
-// were only slow sent 8,069 looks in 25 minutes in run 24. It returns the
-// first look to send, else the wait for one in flight, else ActionNone.
-func lookAtSlowReplicas(s Snapshot, m PodState) Action {
-	if m.Name != "" && !m.Deleting && m.Observed && m.Obs.Slow && m.Obs.MissedWait < s.ProbeTimeout {
-		return Action{Type: ActionNone}
+// replicaLooks waits for the looks in flight at replicas before a
+// failover target is chosen: the replica that answers first must not win
+// over one whose look is still out and that may hold more of the stream
+// (a write acknowledged by one replica is on that one only). Each wait
+// ends with its look.
+//
+// With send, the master is surely down (it refused a probe, or missed the
+// look that waits the whole timeout, or is gone) and no replica answers:
+// each replica whose missed probes only ran out of time also gets one look
+// that waits the whole timeout, as a failover target does, and the looks
+// go out together. On a loaded node live replicas miss their periodic
+// probes (half the timeout) for many seconds: in the scale benchmark's run
+// 26 a killed master's replicas did for 21 s, and the failover waited for
+// them. The gate on the master matters: looks at silent replicas of
+// masters that were only slow sent 8,069 looks in 25 minutes in run 24.
+//
+// It returns the first look to send, else the wait for one in flight,
+// else ActionNone.
+func replicaLooks(s Snapshot, m PodState, send bool) Action {
+	if send && m.Name != "" && !m.Deleting && m.Observed && m.Obs.Slow && m.Obs.MissedWait < s.ProbeTimeout {
+		send = false
 	}
 	wait := Action{Type: ActionNone}
 	for _, p := range SortedPods(s) {
-		if p.Name == m.Name || !p.Obs.Slow {
+		if p.Name == m.Name || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
 			continue
 		}
 		a := lookBeforeJudging(s, p,
 			fmt.Sprintf("master %s is down and no replica answers: a look at replica %s, which only ran out of time, waits %s", s.CurrentMaster, p.Name, s.ProbeTimeout),
-			fmt.Sprintf("master %s is down: a look at replica %s waits up to %s", s.CurrentMaster, p.Name, s.ProbeTimeout))
+			fmt.Sprintf("master %s is down: a look at replica %s waits up to %s, and is heard before a failover target is chosen", s.CurrentMaster, p.Name, s.ProbeTimeout))
 		switch {
 		case a.Type == ActionLastLook:
 			return a
@@ -389,8 +380,8 @@ func answeredAt(o probe.Observation) time.Time {
 // replicas, resynchronised from it, dropped 64 acknowledged writes. Probed
 // in rounds, all the pods' answers had come together.)
 func latestRunStart(o probe.Observation) time.Time {
-	if latest, at := runStart(o).Add(time.Second), answeredAt(o); latest.Before(at) {
-		return latest
+	if o.UptimeSeconds > 1 {
+		return runStart(o).Add(time.Second)
 	}
 	return answeredAt(o)
 }
