@@ -148,6 +148,11 @@ func TestIntegrationAReplicaLeftBehindDoesNotUndoAFailover(t *testing.T) {
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 }
 
+// probeTimeout is a spec with spec.highAvailability.probeTimeoutSeconds.
+func probeTimeout(seconds int32) func(*cachev1alpha1.CacheClusterSpec) {
+	return func(s *cachev1alpha1.CacheClusterSpec) { s.HighAvailability.ProbeTimeoutSeconds = seconds }
+}
+
 // A master that stops answering for longer than the probe timeout but
 // answers the last look taken before a failover (it was slow, as on a
 // loaded node) stays master: no failover, a MasterSlow Event, the writes
@@ -155,9 +160,7 @@ func TestIntegrationAReplicaLeftBehindDoesNotUndoAFailover(t *testing.T) {
 // froze, and the last look waits 2 s more; it runs again at 2.6 s.
 func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, clusterOpts{subnet: 33, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
-		s.HighAvailability.ProbeTimeoutSeconds = 2
-	}})
+	c := newCluster(t, clusterOpts{subnet: 33, pods: 3, spec: probeTimeout(2)})
 	g := NewWithT(t)
 	master := c.waitReplicating(g)
 	w := c.startWriter()
@@ -185,7 +188,7 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 // looks and the steps' own commands do (2 s). No replica answers a
 // periodic probe, so none can be chosen on those: with the master surely
 // down (it refuses), each replica gets a look that waits the whole
-// timeout (plan.lookAtSlowReplicas), answers it, and one takes over. (The
+// timeout (plan.replicaLooks), answers it, and one takes over. (The
 // planner before that rule waited "no replica can take over" for as long
 // as the replicas answered late: here, for ever.) The target then answers
 // only its looks, the refreshes and the steps' commands. Every
@@ -193,9 +196,7 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 // the master label at any time.
 func TestIntegrationAMasterIsFailedOverWhileItsReplicasAnswerLate(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, clusterOpts{subnet: 45, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
-		s.HighAvailability.ProbeTimeoutSeconds = 2
-	}})
+	c := newCluster(t, clusterOpts{subnet: 45, pods: 3, spec: probeTimeout(2)})
 	g := NewWithT(t)
 	old := c.waitReplicating(g)
 	var lags []*lagProxy
@@ -245,9 +246,7 @@ func TestIntegrationAMasterIsFailedOverWhileItsReplicasAnswerLate(t *testing.T) 
 // them takes over and no acknowledged write is lost.
 func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, clusterOpts{subnet: 35, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
-		s.HighAvailability.ProbeTimeoutSeconds = 6
-	}})
+	c := newCluster(t, clusterOpts{subnet: 35, pods: 3, spec: probeTimeout(6)})
 	g := NewWithT(t)
 	first := c.waitReplicating(g)
 	w := c.startWriter()
@@ -312,9 +311,7 @@ func TestIntegrationARestartedMasterIsJudgedOnItsReplicasLooksSinceTheRestart(t 
 // taken for down, and the master is judged without it.
 func TestIntegrationARestartedMasterIsJudgedOnASlowReplicasLateAnswer(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, clusterOpts{subnet: 36, pods: 3, spec: func(s *cachev1alpha1.CacheClusterSpec) {
-		s.HighAvailability.ProbeTimeoutSeconds = 14
-	}})
+	c := newCluster(t, clusterOpts{subnet: 36, pods: 3, spec: probeTimeout(14)})
 	g := NewWithT(t)
 	first := c.waitReplicating(g)
 	w := c.startWriter()
