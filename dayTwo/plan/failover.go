@@ -21,7 +21,8 @@ import (
 //     write it gets acknowledged is on the target. A replica that holds
 //     more of the stream than the target becomes the target instead
 //     (only while the old master does not answer: then the offsets stand
-//     still);
+//     still), whether it answers now or was heard since the old master
+//     fell silent (heardSinceSilent);
 //  3. promote the target (REPLICAOF NO ONE): the old master is left with
 //     no replica at all;
 //  4. fence every other pod that believes it is master (the old master
@@ -91,7 +92,7 @@ func planFailover(s Snapshot) Action {
 			return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
 		}
 		for _, p := range SortedPods(s) {
-			if detachable(s, p, from, target) && moreHistory(p, target) {
+			if (detachable(s, p, from, target) || (p.Name != to && heardSinceSilent(s, p))) && moreHistory(p, target) {
 				return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
 			}
 		}
@@ -179,9 +180,11 @@ func moreHistory(p, t PodState) bool {
 	return p.Obs.Offset > t.Obs.Offset
 }
 
-// chooseCandidate picks the replica to promote: reachable, not loading,
-// not excluded; the highest replication offset; never an empty dataset
-// while another candidate has data; ties to the lowest ordinal.
+// chooseCandidate picks the replica to promote: reachable and not
+// loading, or heard since the master fell silent (heardSinceSilent); not
+// excluded; the highest replication offset; never an empty dataset while
+// another candidate has data; ties to a replica that answers now, then to
+// the lowest ordinal.
 func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 	skip := map[string]bool{}
 	for _, e := range exclude {
@@ -190,7 +193,7 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 	var cands []PodState
 	anyData := false
 	for _, p := range s.Pods {
-		if skip[p.Name] || !Healthy(p) {
+		if skip[p.Name] || !(Healthy(p) || heardSinceSilent(s, p)) {
 			continue
 		}
 		cands = append(cands, p)
@@ -215,9 +218,39 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 		if a.Obs.Offset != b.Obs.Offset {
 			return a.Obs.Offset > b.Obs.Offset
 		}
+		if Healthy(a) != Healthy(b) {
+			return Healthy(a)
+		}
 		return a.Ordinal() < b.Ordinal()
 	})
 	return cands[0].Name, ""
+}
+
+// heardSinceSilent: replica p does not answer now, but last answered
+// after the recorded master fell silent (its last answer; it does not
+// answer now), as a replica with its link to the master down, and has
+// only run out of time since (it refused nothing, and missed no probe
+// that waited the whole timeout). It received nothing from the master
+// after that answer, and with the master silent it receives nothing more:
+// what the answer showed is what it holds. So it is compared with the
+// replicas that answer now when a failover target is chosen, and is not
+// looked at again. (Only replicas whose latest probe answered were
+// compared before: one that alone acknowledged the last writes but missed
+// a periodic probe on a loaded node was left out, then resynchronised in
+// full from a target that lacks them.) A master pod that is gone, or one
+// never heard, silences nobody here: without a time to compare with, only
+// the replicas that answer now are heard.
+func heardSinceSilent(s Snapshot, p PodState) bool {
+	m, ok := s.Pod(s.CurrentMaster)
+	if !ok || Healthy(m) || p.Name == m.Name || !p.Observed || p.Deleting || p.Obs.Reachable || p.Obs.Loading {
+		return false
+	}
+	since := m.Obs.LastSeen
+	if since.IsZero() {
+		since = m.Obs.FailingSince
+	}
+	return !since.IsZero() && p.Obs.LastSeen.After(since) && p.Obs.Role == "slave" && !p.Obs.MasterLinkUp &&
+		p.Obs.Slow && p.Obs.MissedWait < s.ProbeTimeout
 }
 
 func bestOf(s Snapshot, exclude string) string {

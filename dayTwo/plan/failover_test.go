@@ -451,6 +451,63 @@ func TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown(t *tes
 	}
 }
 
+// TestAReplicaHeardSinceTheMasterFellSilentIsCompared: the master was
+// killed (it refused a probe after its last answer, 2 s ago). c-1 answers
+// now; c-2 only runs out of time. A target is chosen on what every
+// replica holds: c-2 is compared on its last answer when that came after
+// the master fell silent with its link down (it received nothing since,
+// and receives nothing more); else it gets a look first, as it may hold
+// writes that it alone acknowledged. A replica that refused since its
+// answer (killed too) is not waited for.
+func TestAReplicaHeardSinceTheMasterFellSilentIsCompared(t *testing.T) {
+	master := down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second)
+	master.Obs.MissedWait = time.Second
+	c1 := pod("c-1", ip1, "slave", ip0, "replica", 100, 10)
+	c1.Obs.MasterLinkUp = false
+	c2 := func(offset int64, answered time.Duration, linkUp bool, f func(*PodState)) PodState {
+		p := down(pod("c-2", ip2, "slave", ip0, "replica", offset, 10), answered)
+		p.Obs.MasterLinkUp, p.Obs.Slow, p.Obs.MissedWait = linkUp, true, 500*time.Millisecond
+		if f != nil {
+			f(&p)
+		}
+		return p
+	}
+	refused := func(p *PodState) { p.Obs.Slow, p.Obs.MissedWait = false, time.Second }
+	looking := func(p *PodState) { p.Obs.LookingSince = now.Add(-200 * time.Millisecond) }
+	for _, c := range []struct {
+		name   string
+		c2     PodState
+		want   ActionType
+		wantOn string
+	}{
+		{"silent since before the master: a look at it", c2(120, 3*time.Second, false, nil), ActionLastLook, "c-2"},
+		{"its look in flight: wait for it", c2(120, 3*time.Second, false, looking), ActionWait, "c-2"},
+		{"heard since, with more: it takes over", c2(120, time.Second, false, nil), ActionStartFailover, "c-2"},
+		{"heard since, with less: c-1 takes over, no look", c2(90, time.Second, false, nil), ActionStartFailover, "c-1"},
+		{"heard since, as much: the one that answers now", c2(100, time.Second, false, nil), ActionStartFailover, "c-1"},
+		{"heard since but with its link up: a look at it", c2(120, time.Second, true, nil), ActionLastLook, "c-2"},
+		{"heard since, then refused: c-1 takes over", c2(120, time.Second, false, refused), ActionStartFailover, "c-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
+				Pods: []PodState{master, c1, c.c2}})
+			if got := Next(s); got.Type != c.want || got.Pod != c.wantOn {
+				t.Fatalf("%s, want %s %s", got, c.want, c.wantOn)
+			}
+		})
+	}
+	// During the failover to c-1, before the promotion: c-2, heard since
+	// the master fell silent with more of the stream, becomes the target.
+	t.Run("during the failover, heard since with more: it becomes the target", func(t *testing.T) {
+		s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
+			Operation: failoverOp("c-0", "c-1"), Pods: []PodState{master, c1, c2(120, time.Second/2, false, nil)}})
+		s.Pods[0].RoleLabel = ""
+		if got := Next(s); got.Type != ActionStartFailover || got.Pod != "c-2" {
+			t.Fatalf("%s, want StartFailover c-2", got)
+		}
+	})
+}
+
 // canAcknowledge lists the Redis masters with a replica attached.
 func canAcknowledge(s Snapshot) []string {
 	var out []string

@@ -74,7 +74,7 @@ func planMasterDown(s Snapshot) Action {
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	m, _ := s.Pod(s.CurrentMaster)
 	if cand == "" {
-		if look := replicaLooks(s, m, true); look.Type != ActionNone {
+		if look := replicaLooks(s, m); look.Type != ActionNone {
 			return look
 		}
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
@@ -85,41 +85,45 @@ func planMasterDown(s Snapshot) Action {
 	if look.Type != ActionNone {
 		return look
 	}
-	if wait := replicaLooks(s, m, false); wait.Type != ActionNone {
-		return wait
+	if look := replicaLooks(s, m); look.Type != ActionNone {
+		return look
 	}
-	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)}
+	reason := fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)
+	if c, _ := s.Pod(cand); !Healthy(c) {
+		reason += fmt.Sprintf("; %s holds the most of the stream, as it answered at %s, after the master fell silent", cand, c.Obs.LastSeen.UTC().Format("15:04:05.000"))
+	}
+	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: reason}
 }
 
-// replicaLooks waits for the looks in flight at replicas before a
-// failover target is chosen: the replica that answers first must not win
-// over one whose look is still out and that may hold more of the stream
-// (a write acknowledged by one replica is on that one only). Each wait
-// ends with its look.
+// replicaLooks hears every replica before a failover target is chosen.
+// The master is surely down: it refused a probe, or missed the look that
+// waits the whole timeout, or is gone. A replica that does not answer now,
+// whose missed probes only ran out of time, and that has not been heard
+// since the master fell silent (heardSinceSilent) gets one look that waits
+// the whole timeout, as a failover target does; the looks go out together,
+// and each wait ends with its look. The replica that answers first must
+// not win over one still silent that may hold more of the stream: a write
+// acknowledged by one replica is on that one only. Once heard, a replica
+// is not looked at again.
 //
-// With send, the master is surely down (it refused a probe, or missed the
-// look that waits the whole timeout, or is gone) and no replica answers:
-// each replica whose missed probes only ran out of time also gets one look
-// that waits the whole timeout, as a failover target does, and the looks
-// go out together. On a loaded node live replicas miss their periodic
-// probes (half the timeout) for many seconds: in the scale benchmark's run
-// 26 a killed master's replicas did for 21 s, and the failover waited for
-// them. The gate on the master matters: looks at silent replicas of
-// masters that were only slow sent 8,069 looks in 25 minutes in run 24.
+// On a loaded node live replicas miss their periodic probes (half the
+// timeout) for many seconds: in the scale benchmark's run 26 a killed
+// master's replicas did for 21 s, and the failover waited for them. The
+// gate on the master matters: looks at silent replicas of masters that
+// were only slow sent 8,069 looks in 25 minutes in run 24; with such a
+// master only the looks in flight are waited for.
 //
 // It returns the first look to send, else the wait for one in flight,
 // else ActionNone.
-func replicaLooks(s Snapshot, m PodState, send bool) Action {
-	if send && m.Name != "" && !m.Deleting && m.Observed && m.Obs.Slow && m.Obs.MissedWait < s.ProbeTimeout {
-		send = false
-	}
+func replicaLooks(s Snapshot, m PodState) Action {
+	send := m.Name == "" || m.Deleting || !m.Observed || !m.Obs.Slow || m.Obs.MissedWait >= s.ProbeTimeout
 	wait := Action{Type: ActionNone}
 	for _, p := range SortedPods(s) {
-		if p.Name == m.Name || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
+		if p.Name == m.Name || Healthy(p) || heardSinceSilent(s, p) || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
 			continue
 		}
 		a := lookBeforeJudging(s, p,
-			fmt.Sprintf("master %s is down and no replica answers: a look at replica %s, which only ran out of time, waits %s", s.CurrentMaster, p.Name, s.ProbeTimeout),
+			fmt.Sprintf("master %s is down and replica %s, which only ran out of time, has not been heard since: a look that waits %s", s.CurrentMaster, p.Name, s.ProbeTimeout),
 			fmt.Sprintf("master %s is down: a look at replica %s waits up to %s, and is heard before a failover target is chosen", s.CurrentMaster, p.Name, s.ProbeTimeout))
 		switch {
 		case a.Type == ActionLastLook:

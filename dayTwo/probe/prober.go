@@ -514,6 +514,10 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 		// changed.
 		o.Role, o.MasterHost, o.Offset, o.Keys, o.ReplID = prev.Role, prev.MasterHost, prev.Offset, prev.Keys, prev.ReplID
 		o.ReplID2, o.SecondReplOffset, o.LinkDownSeconds = prev.ReplID2, prev.SecondReplOffset, prev.LinkDownSeconds
+		// Whether its link was up, and whether it was loading, when it
+		// last answered: a replica heard with its link down after its
+		// master fell silent holds what it will hold (plan).
+		o.MasterLinkUp, o.Loading = prev.MasterLinkUp, prev.Loading
 		o.Cluster = prev.Cluster
 	}
 	if o.Reachable && !o.Loading && o.RunID != "" {

@@ -176,6 +176,25 @@ func TestAPodIsSlowWhileEveryMissedProbeRanOutOfTime(t *testing.T) {
 	g.Expect(miss(1500, true)).To(BeTrue(), "a new run of failures")
 }
 
+// TestAPodThatStopsAnsweringKeepsItsLastAnswer: what a pod held, and
+// whether its replication link was up and it was loading when it last
+// answered, are kept while it does not answer (the planner compares a
+// replica heard with its link down after its master fell silent).
+func TestAPodThatStopsAnsweringKeepsItsLastAnswer(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	for _, linkUp := range []bool{true, false} {
+		cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: t0, Reachable: true, LastSeen: t0, Role: "slave", MasterHost: ip1, MasterLinkUp: linkUp, Offset: 42, Keys: 7})
+		cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: t0.Add(time.Second), MissedWait: 500 * time.Millisecond, Slow: true, Err: "i/o timeout"})
+		o := cp.results["c-1"]
+		g.Expect(o.Reachable).To(BeFalse())
+		g.Expect(o.LastSeen).To(Equal(t0))
+		g.Expect([]any{o.Role, o.MasterHost, o.MasterLinkUp, o.Offset, o.Keys, o.Loading}).To(Equal([]any{"slave", ip1, linkUp, int64(42), int64(7), false}))
+		t0 = t0.Add(2 * time.Second)
+	}
+}
+
 // TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
 // woken when a pod's answer changes; a master that does not answer wakes
 // it every round (its failure is timed), while a replica that stays down,
