@@ -485,7 +485,7 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 	if had && prev.IP != o.IP {
 		had = false
 	}
-	if had && o.ProbedAt.Before(prev.ProbedAt) && !answeredSince(prev, o) {
+	if had && ((o.ProbedAt.Before(prev.ProbedAt) && !answeredSince(prev, o)) || failedBeforeAnswer(prev, o)) {
 		// A periodic probe sent before a step and recorded after the
 		// look the step took at its effect (Refresh) is stale. A look
 		// that waited longer (Look, Refresh) and ends in vain after the
@@ -557,6 +557,17 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 // the look was sent again, round after round.)
 func answeredSince(prev, o Observation) bool {
 	return !prev.Reachable && o.Reachable && o.LastSeen.After(prev.ProbedAt)
+}
+
+// failedBeforeAnswer: o, a probe that failed, was sent before the pod's
+// latest answer (prev) came: the pod answered after it, so it tells
+// nothing newer than that answer. (A look that answers on a loaded node
+// was undone by the periodic probe sent while it waited, which failed a
+// moment later: the failover step that needed the answer rarely saw it,
+// and looked again.) The next probe sent after the answer tells whether
+// the pod still answers.
+func failedBeforeAnswer(prev, o Observation) bool {
+	return prev.Reachable && !o.Reachable && o.ProbedAt.Before(prev.LastSeen)
 }
 
 // recordStale keeps, of an observation older than the pod's latest, what

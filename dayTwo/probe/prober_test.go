@@ -135,9 +135,12 @@ func TestTheLongestWaitInVainIsKept(t *testing.T) {
 	g.Expect(got.MissedWait).To(BeZero())
 	g.Expect(got.FailingSince).To(BeZero())
 	g.Expect([]any{got.Role, got.MasterHost, got.Offset}).To(Equal([]any{"slave", ip1, int64(20)}), "read from the answer, not kept from before it")
-	// The periodic probe sent at 1.5 s fails after it: the pod is slow,
-	// and what it holds is still the answer's.
+	// The periodic probe sent at 1.5 s fails after it: it was sent before
+	// the answer came, and says nothing newer. The one sent at 1.75 s
+	// fails: the pod is slow, and what it holds is still the answer's.
 	miss(t0.Add(1500*time.Millisecond), 500*time.Millisecond)
+	g.Expect(cp.results["c-0"].Reachable).To(BeTrue(), "a probe sent before the answer came")
+	miss(t0.Add(1750*time.Millisecond), 500*time.Millisecond)
 	got = cp.results["c-0"]
 	g.Expect(got.Reachable).To(BeFalse())
 	g.Expect([]any{got.Role, got.Offset, got.LastSeen}).To(Equal([]any{"slave", int64(20), t0.Add(1600 * time.Millisecond)}))
@@ -193,6 +196,29 @@ func TestAPodThatStopsAnsweringKeepsItsLastAnswer(t *testing.T) {
 		g.Expect([]any{o.Role, o.MasterHost, o.MasterLinkUp, o.Offset, o.Keys, o.Loading}).To(Equal([]any{"slave", ip1, linkUp, int64(42), int64(7), false}))
 		t0 = t0.Add(2 * time.Second)
 	}
+}
+
+// TestAProbeThatFailedBeforeAnAnswerDoesNotUndoIt: a look sent at 0 ms
+// answers at 1,300 ms, after the periodic probes sent at 250 and 1,000 ms
+// were sent; the one sent at 1,000 ms fails after the answer came. The pod
+// answers until a probe sent after its answer fails.
+func TestAProbeThatFailedBeforeAnAnswerDoesNotUndoIt(t *testing.T) {
+	g := NewWithT(t)
+	cp := &clusterProbe{results: map[string]Observation{}, runs: map[string]run{}}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	miss := func(ms int) bool {
+		cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: at(ms), MissedWait: 500 * time.Millisecond, Slow: true, Err: "i/o timeout"})
+		return cp.results["c-1"].Reachable
+	}
+	cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: at(-500), Reachable: true, LastSeen: at(-500), Role: "slave"})
+	g.Expect(miss(250)).To(BeFalse())
+	cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: at(0), Reachable: true, LastSeen: at(1300), Role: "slave", Offset: 7})
+	g.Expect(cp.results["c-1"].Reachable).To(BeTrue(), "the look's answer")
+	g.Expect(miss(1000)).To(BeTrue(), "a probe sent before the answer came")
+	g.Expect(cp.results["c-1"].LastSeen).To(Equal(at(1300)))
+	g.Expect(miss(1500)).To(BeFalse(), "a probe sent after it")
+	g.Expect(cp.results["c-1"].Offset).To(Equal(int64(7)))
 }
 
 // TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
