@@ -69,6 +69,18 @@ func planFailover(s Snapshot) Action {
 	}
 	if !Healthy(target) {
 		if !promotedAndSlow(s, target) {
+			if target.Obs.Slow {
+				// The steps before the promotion need a fresh answer,
+				// and a look that waits the whole timeout gets one from
+				// a live pod on a loaded node, rather than waiting for
+				// the target to be down first (a timeout more).
+				look := lookBeforeJudging(s, target,
+					fmt.Sprintf("failover target %s only ran out of time since it answered: a look that waits %s for the next step", to, s.ProbeTimeout),
+					fmt.Sprintf("a look at failover target %s waits up to %s for the next step", to, s.ProbeTimeout))
+				if look.Type != ActionNone {
+					return look
+				}
+			}
 			return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
 		}
 		a := afterPromotion(s, target)
@@ -227,30 +239,39 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 }
 
 // heardSinceSilent: replica p does not answer now, but last answered
-// after the recorded master fell silent (its last answer; it does not
-// answer now), as a replica with its link to the master down, and has
-// only run out of time since (it refused nothing, and missed no probe
-// that waited the whole timeout). It received nothing from the master
-// after that answer, and with the master silent it receives nothing more:
-// what the answer showed is what it holds. So it is compared with the
-// replicas that answer now when a failover target is chosen, and is not
-// looked at again. (Only replicas whose latest probe answered were
-// compared before: one that alone acknowledged the last writes but missed
-// a periodic probe on a loaded node was left out, then resynchronised in
-// full from a target that lacks them.) A master pod that is gone, or one
-// never heard, silences nobody here: without a time to compare with, only
-// the replicas that answer now are heard.
+// after the recorded master was judged (silentSince), as a replica of it,
+// not loading, and has only run out of time since (it refused nothing,
+// and missed no probe that waited the whole timeout). That answer is as
+// good as one from a replica that answers now: with the master silent the
+// offsets stand still (the detach step of planFailover covers a master cut
+// off from the operator only). So it is compared with the replicas that
+// answer now when a failover target is chosen, and is not looked at again.
+// (Only replicas whose latest probe answered were compared before: one
+// that alone acknowledged the last writes but missed a periodic probe on a
+// loaded node was left out, then resynchronised in full from a target that
+// lacks them.) An answer from before the master was judged is not enough:
+// a master slow on a loaded node may still stream to the replica then. A
+// replica repointed to a failover target follows another pod, and is not
+// heard here.
 func heardSinceSilent(s Snapshot, p PodState) bool {
-	m, ok := s.Pod(s.CurrentMaster)
-	if !ok || Healthy(m) || p.Name == m.Name || !p.Observed || p.Deleting || p.Obs.Reachable || p.Obs.Loading {
-		return false
-	}
-	since := m.Obs.LastSeen
-	if since.IsZero() {
-		since = m.Obs.FailingSince
-	}
-	return !since.IsZero() && p.Obs.LastSeen.After(since) && p.Obs.Role == "slave" && !p.Obs.MasterLinkUp &&
+	m, _ := s.Pod(s.CurrentMaster)
+	since, ok := silentSince(s, m)
+	return ok && p.Name != m.Name && p.Observed && !p.Deleting && !p.Obs.Reachable && !p.Obs.Loading &&
+		p.Obs.LastSeen.After(since) && p.Obs.Role == "slave" && followed(p, m, s.MasterAddress) &&
 		p.Obs.Slow && p.Obs.MissedWait < s.ProbeTimeout
+}
+
+// silentSince is when the probe was sent that the master m missed after
+// waiting the whole probe timeout (or refused: a refusal counts its whole
+// deadline), with m not answering since: the time from which it is judged
+// down (lookBeforeJudging). ok is false while m answers, has not missed
+// such a probe, or is gone: a pod that is gone has no time to compare
+// with, and only the replicas that answer now are heard.
+func silentSince(s Snapshot, m PodState) (time.Time, bool) {
+	if m.Name == "" || !m.Observed || m.Deleting || m.Obs.Reachable || m.Obs.MissedWait < s.ProbeTimeout || m.Obs.MissedWaitSent.IsZero() {
+		return time.Time{}, false
+	}
+	return m.Obs.MissedWaitSent, true
 }
 
 func bestOf(s Snapshot, exclude string) string {

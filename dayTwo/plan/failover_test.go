@@ -308,8 +308,10 @@ func TestAFailoverTargetThatMissesItsProbesIsLookedAtFirst(t *testing.T) {
 // probe ran out of time (a live pod on a loaded node), the plan is the
 // step it would take on a target that answered: no wait, no look, no
 // other target. Before the promotion (its offset is compared with the
-// other replicas'), when one was refused (a killed pod), or when the
-// target has not answered since the start, the failover waits.
+// other replicas'), or when the target has not answered since the start,
+// a target whose missed probes only ran out of time gets a look that
+// waits the whole timeout; when one was refused (a killed pod), the
+// failover waits.
 func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 	w := newFoWorld([]int64{120, 110, 100})
 	var steps []string
@@ -350,7 +352,9 @@ func TestAFailoverGoesOnWithASlowTarget(t *testing.T) {
 				bare := got
 				bare.Reason = strings.TrimSuffix(strings.Split(got.Reason, "the promoted target missed")[0], " (")
 				switch {
-				case !c.goesOn && got.Type != ActionWait:
+				case !c.goesOn && c.slow && (got.Type != ActionLastLook || got.Pod != op.ToPod):
+					t.Errorf("step %d (%s), target %s (promoted %v): %s, want a look at it", i, a, c.name, promoted, got)
+				case !c.goesOn && !c.slow && got.Type != ActionWait:
 					t.Errorf("step %d (%s), target %s (promoted %v): %s, want a wait", i, a, c.name, promoted, got)
 				case c.goesOn && bare.String() != a.String():
 					t.Errorf("step %d, target %s: %s, want %s as on a target that answered", i, c.name, got, a)
@@ -452,55 +456,64 @@ func TestReplicasThatOnlyRanOutOfTimeAreLookedAtWhenTheMasterIsSurelyDown(t *tes
 }
 
 // TestAReplicaHeardSinceTheMasterFellSilentIsCompared: the master was
-// killed (it refused a probe after its last answer, 2 s ago). c-1 answers
-// now; c-2 only runs out of time. A target is chosen on what every
-// replica holds: c-2 is compared on its last answer when that came after
-// the master fell silent with its link down (it received nothing since,
-// and receives nothing more); else it gets a look first, as it may hold
+// killed; it last answered 2 s ago, and was judged on a probe sent 1.5 s
+// ago that it missed after waiting the whole timeout. c-1 answers now;
+// c-2 only runs out of time. A target is chosen on what every replica of
+// the master holds: c-2 is compared on its last answer when that came
+// after the master was judged; else it gets a look first, as it may hold
 // writes that it alone acknowledged. A replica that refused since its
-// answer (killed too) is not waited for.
+// answer (killed too), or that follows another pod, is not waited for.
 func TestAReplicaHeardSinceTheMasterFellSilentIsCompared(t *testing.T) {
 	master := down(pod("c-0", ip0, "master", "", "master", 120, 10), 2*time.Second)
-	master.Obs.MissedWait = time.Second
-	c1 := pod("c-1", ip1, "slave", ip0, "replica", 100, 10)
-	c1.Obs.MasterLinkUp = false
-	c2 := func(offset int64, answered time.Duration, linkUp bool, f func(*PodState)) PodState {
-		p := down(pod("c-2", ip2, "slave", ip0, "replica", offset, 10), answered)
-		p.Obs.MasterLinkUp, p.Obs.Slow, p.Obs.MissedWait = linkUp, true, 500*time.Millisecond
+	master.Obs.MissedWait, master.Obs.MissedWaitSent = time.Second, now.Add(-1500*time.Millisecond)
+	replica := func(name, ip string, offset int64, answered time.Duration, f func(*PodState)) PodState {
+		p := down(pod(name, ip, "slave", ip0, "replica", offset, 10), answered)
+		p.Obs.MasterLinkUp, p.Obs.Slow, p.Obs.MissedWait = false, true, 500*time.Millisecond
 		if f != nil {
 			f(&p)
 		}
 		return p
 	}
+	c1 := pod("c-1", ip1, "slave", ip0, "replica", 100, 10)
+	c1.Obs.MasterLinkUp = false
+	c2 := func(offset int64, answered time.Duration, f func(*PodState)) PodState {
+		return replica("c-2", ip2, offset, answered, f)
+	}
 	refused := func(p *PodState) { p.Obs.Slow, p.Obs.MissedWait = false, time.Second }
 	looking := func(p *PodState) { p.Obs.LookingSince = now.Add(-200 * time.Millisecond) }
+	linkUp := func(p *PodState) { p.Obs.MasterLinkUp = true }
+	loading := func(p *PodState) { p.Obs.Loading = true }
+	repointed := func(p *PodState) { p.Obs.MasterHost = ip1 }
 	for _, c := range []struct {
 		name   string
-		c2     PodState
+		c1, c2 PodState
 		want   ActionType
 		wantOn string
 	}{
-		{"silent since before the master: a look at it", c2(120, 3*time.Second, false, nil), ActionLastLook, "c-2"},
-		{"its look in flight: wait for it", c2(120, 3*time.Second, false, looking), ActionWait, "c-2"},
-		{"heard since, with more: it takes over", c2(120, time.Second, false, nil), ActionStartFailover, "c-2"},
-		{"heard since, with less: c-1 takes over, no look", c2(90, time.Second, false, nil), ActionStartFailover, "c-1"},
-		{"heard since, as much: the one that answers now", c2(100, time.Second, false, nil), ActionStartFailover, "c-1"},
-		{"heard since but with its link up: a look at it", c2(120, time.Second, true, nil), ActionLastLook, "c-2"},
-		{"heard since, then refused: c-1 takes over", c2(120, time.Second, false, refused), ActionStartFailover, "c-1"},
+		{"silent since before the master's last answer: a look at it", c1, c2(120, 3*time.Second, nil), ActionLastLook, "c-2"},
+		{"answered after the master's last answer, before it was judged: a look at it", c1, c2(120, 1800*time.Millisecond, nil), ActionLastLook, "c-2"},
+		{"its look in flight: wait for it", c1, c2(120, 3*time.Second, looking), ActionWait, "c-2"},
+		{"heard since, with more: it takes over", c1, c2(120, time.Second, nil), ActionStartFailover, "c-2"},
+		{"heard since with its link up, with more: it takes over", c1, c2(120, time.Second, linkUp), ActionStartFailover, "c-2"},
+		{"heard since, with less: c-1 takes over, no look", c1, c2(90, time.Second, nil), ActionStartFailover, "c-1"},
+		{"heard since, then refused: c-1 takes over", c1, c2(120, time.Second, refused), ActionStartFailover, "c-1"},
+		{"answered since, loading: not compared, no second look", c1, c2(120, time.Second, loading), ActionStartFailover, "c-1"},
+		{"follows another pod: no look", c1, c2(120, 3*time.Second, repointed), ActionStartFailover, "c-1"},
+		{"as much as one that answers now: the one that answers", replica("c-1", ip1, 100, time.Second, nil), pod("c-2", ip2, "slave", ip0, "replica", 100, 10), ActionStartFailover, "c-2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
-				Pods: []PodState{master, c1, c.c2}})
+				Pods: []PodState{master, c.c1, c.c2}})
 			if got := Next(s); got.Type != c.want || got.Pod != c.wantOn {
 				t.Fatalf("%s, want %s %s", got, c.want, c.wantOn)
 			}
 		})
 	}
 	// During the failover to c-1, before the promotion: c-2, heard since
-	// the master fell silent with more of the stream, becomes the target.
+	// the master was judged, with more of the stream, becomes the target.
 	t.Run("during the failover, heard since with more: it becomes the target", func(t *testing.T) {
 		s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
-			Operation: failoverOp("c-0", "c-1"), Pods: []PodState{master, c1, c2(120, time.Second/2, false, nil)}})
+			Operation: failoverOp("c-0", "c-1"), Pods: []PodState{master, c1, c2(120, time.Second/2, nil)}})
 		s.Pods[0].RoleLabel = ""
 		if got := Next(s); got.Type != ActionStartFailover || got.Pod != "c-2" {
 			t.Fatalf("%s, want StartFailover c-2", got)

@@ -74,7 +74,7 @@ func planMasterDown(s Snapshot) Action {
 	cand, why := chooseCandidate(s, s.CurrentMaster)
 	m, _ := s.Pod(s.CurrentMaster)
 	if cand == "" {
-		if look := replicaLooks(s, m); look.Type != ActionNone {
+		if look := replicaLooks(s, m, false); look.Type != ActionNone {
 			return look
 		}
 		return Action{Type: ActionWait, Pod: s.CurrentMaster, Reason: "master is down and no replica can take over: " + why, OnAnswer: true}
@@ -85,7 +85,7 @@ func planMasterDown(s Snapshot) Action {
 	if look.Type != ActionNone {
 		return look
 	}
-	if look := replicaLooks(s, m); look.Type != ActionNone {
+	if look := replicaLooks(s, m, true); look.Type != ActionNone {
 		return look
 	}
 	reason := fmt.Sprintf("master %s unreachable for more than %s", s.CurrentMaster, s.ProbeTimeout)
@@ -95,16 +95,22 @@ func planMasterDown(s Snapshot) Action {
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: reason}
 }
 
-// replicaLooks hears every replica before a failover target is chosen.
-// The master is surely down: it refused a probe, or missed the look that
-// waits the whole timeout, or is gone. A replica that does not answer now,
-// whose missed probes only ran out of time, and that has not been heard
-// since the master fell silent (heardSinceSilent) gets one look that waits
-// the whole timeout, as a failover target does; the looks go out together,
-// and each wait ends with its look. The replica that answers first must
-// not win over one still silent that may hold more of the stream: a write
-// acknowledged by one replica is on that one only. Once heard, a replica
-// is not looked at again.
+// replicaLooks hears every replica of the master before a failover
+// target is chosen. The master is surely down: it refused a probe, or
+// missed the look that waits the whole timeout, or is gone. A replica
+// that follows it, does not answer now, whose missed probes only ran out
+// of time, and that has not been heard since the master was judged
+// (heardSinceSilent) gets one look that waits the whole timeout, as a
+// failover target does; the looks go out together, and each wait ends
+// with its look. The replica that answers first must not win over one
+// still silent that may hold more of the stream: a write acknowledged by
+// one replica is on that one only.
+//
+// With a candidate (once), a replica that answered since the master was
+// judged is not looked at again, even when that answer cannot be compared
+// (it was loading); the failover goes on with the replicas heard. With
+// none, the looks go on while the master stays down: a replica that
+// answers one may take over.
 //
 // On a loaded node live replicas miss their periodic probes (half the
 // timeout) for many seconds: in the scale benchmark's run 26 a killed
@@ -115,11 +121,15 @@ func planMasterDown(s Snapshot) Action {
 //
 // It returns the first look to send, else the wait for one in flight,
 // else ActionNone.
-func replicaLooks(s Snapshot, m PodState) Action {
+func replicaLooks(s Snapshot, m PodState, once bool) Action {
 	send := m.Name == "" || m.Deleting || !m.Observed || !m.Obs.Slow || m.Obs.MissedWait >= s.ProbeTimeout
+	judged, ok := silentSince(s, m)
 	wait := Action{Type: ActionNone}
 	for _, p := range SortedPods(s) {
 		if p.Name == m.Name || Healthy(p) || heardSinceSilent(s, p) || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
+			continue
+		}
+		if m.Name != "" && !followed(p, m, s.MasterAddress) || once && ok && p.Obs.LastSeen.After(judged) {
 			continue
 		}
 		a := lookBeforeJudging(s, p,
