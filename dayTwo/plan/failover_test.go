@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cachev1alpha1 "github.com/cacheops/cacheops/api/v1alpha1"
+	"github.com/cacheops/cacheops/dayTwo/probe"
 )
 
 // ackers lists the pods that could acknowledge a write (WAIT 1) other than
@@ -494,11 +495,16 @@ func TestAReplicaHeardSinceTheMasterFellSilentIsCompared(t *testing.T) {
 		{"answered after the master's last answer, before it was judged: a look at it", c1, c2(120, 1800*time.Millisecond, nil), ActionLastLook, "c-2"},
 		{"its look in flight: wait for it", c1, c2(120, 3*time.Second, looking), ActionWait, "c-2"},
 		{"heard since, with more: it takes over", c1, c2(120, time.Second, nil), ActionStartFailover, "c-2"},
-		{"heard since with its link up, with more: it takes over", c1, c2(120, time.Second, linkUp), ActionStartFailover, "c-2"},
+		{"answered since with its link up: not compared, no second look", c1, c2(120, time.Second, linkUp), ActionStartFailover, "c-1"},
+		{"silent since before, link up: a look at it", c1, c2(120, 3*time.Second, linkUp), ActionLastLook, "c-2"},
 		{"heard since, with less: c-1 takes over, no look", c1, c2(90, time.Second, nil), ActionStartFailover, "c-1"},
 		{"heard since, then refused: c-1 takes over", c1, c2(120, time.Second, refused), ActionStartFailover, "c-1"},
 		{"answered since, loading: not compared, no second look", c1, c2(120, time.Second, loading), ActionStartFailover, "c-1"},
 		{"follows another pod: no look", c1, c2(120, 3*time.Second, repointed), ActionStartFailover, "c-1"},
+		{"follows another pod, answered since, with more: not compared", c1, c2(120, time.Second, repointed), ActionStartFailover, "c-1"},
+		{"its role not known yet (not heard since the operator started): a look at it", c1, c2(0, 0, func(p *PodState) {
+			p.Obs = probe.Observation{Pod: "c-2", IP: ip2, ProbedAt: now, FailingSince: now.Add(-3 * time.Second), Slow: true, MissedWait: 500 * time.Millisecond}
+		}), ActionLastLook, "c-2"},
 		{"as much as one that answers now: the one that answers", replica("c-1", ip1, 100, time.Second, nil), pod("c-2", ip2, "slave", ip0, "replica", 100, 10), ActionStartFailover, "c-2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -509,6 +515,18 @@ func TestAReplicaHeardSinceTheMasterFellSilentIsCompared(t *testing.T) {
 			}
 		})
 	}
+	// The master answered after the probe it is judged on was sent (a
+	// look that failed after a later answer): it is not judged from that
+	// probe, and c-2's answer after it is not enough.
+	t.Run("the master answered after the probe it missed was sent: a look at c-2", func(t *testing.T) {
+		m := master
+		m.Obs.LastSeen = now.Add(-1200 * time.Millisecond)
+		s := steady(Snapshot{Now: now, ProbeTimeout: time.Second, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
+			Pods: []PodState{m, c1, c2(120, time.Second, nil)}})
+		if got := Next(s); got.Type != ActionLastLook || got.Pod != "c-2" {
+			t.Fatalf("%s, want LastLook c-2", got)
+		}
+	})
 	// During the failover to c-1, before the promotion: c-2, heard since
 	// the master was judged, with more of the stream, becomes the target.
 	t.Run("during the failover, heard since with more: it becomes the target", func(t *testing.T) {

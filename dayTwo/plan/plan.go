@@ -98,7 +98,7 @@ func planMasterDown(s Snapshot) Action {
 // replicaLooks hears every replica of the master before a failover
 // target is chosen. The master is surely down: it refused a probe, or
 // missed the look that waits the whole timeout, or is gone. A replica
-// that follows it, does not answer now, whose missed probes only ran out
+// that follows it (or whose role is not known yet), does not answer now, whose missed probes only ran out
 // of time, and that has not been heard since the master was judged
 // (heardSinceSilent) gets one look that waits the whole timeout, as a
 // failover target does; the looks go out together, and each wait ends
@@ -108,7 +108,8 @@ func planMasterDown(s Snapshot) Action {
 //
 // With a candidate (once), a replica that answered since the master was
 // judged is not looked at again, even when that answer cannot be compared
-// (it was loading); the failover goes on with the replicas heard. With
+// (its link was up, or it was loading); the failover goes on with the
+// replicas heard. With
 // none, the looks go on while the master stays down: a replica that
 // answers one may take over.
 //
@@ -129,7 +130,9 @@ func replicaLooks(s Snapshot, m PodState, once bool) Action {
 		if p.Name == m.Name || Healthy(p) || heardSinceSilent(s, p) || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
 			continue
 		}
-		if m.Name != "" && !followed(p, m, s.MasterAddress) || once && ok && p.Obs.LastSeen.After(judged) {
+		// A replica of another pod is not looked at; one whose role is
+		// not known yet (not heard since this operator started) is.
+		if m.Name != "" && p.Obs.Role != "" && !followed(p, m, s.MasterAddress) || once && ok && p.Obs.LastSeen.After(judged) {
 			continue
 		}
 		a := lookBeforeJudging(s, p,

@@ -574,7 +574,11 @@ func failedBeforeAnswer(prev, o Observation) bool {
 // is still news: a longer wait in vain. It tells whether the planner must
 // hear of it. The caller holds cp.mu.
 func (cp *clusterProbe) recordStale(prev, o Observation) bool {
-	if prev.Reachable || o.Reachable || !(o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))) {
+	if prev.Reachable || o.Reachable || !o.ProbedAt.After(prev.LastSeen) ||
+		!(o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))) {
+		// A probe sent before the pod's last answer waited in vain
+		// for nothing the answer did not tell: the pod was alive
+		// after it was sent.
 		return false
 	}
 	prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt

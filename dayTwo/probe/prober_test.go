@@ -219,6 +219,11 @@ func TestAProbeThatFailedBeforeAnAnswerDoesNotUndoIt(t *testing.T) {
 	g.Expect(cp.results["c-1"].LastSeen).To(Equal(at(1300)))
 	g.Expect(miss(1500)).To(BeFalse(), "a probe sent after it")
 	g.Expect(cp.results["c-1"].Offset).To(Equal(int64(7)))
+	// A look sent at 1,200 ms, before the answer came, fails after the
+	// probe sent at 1,500 ms: its longer wait is not kept either.
+	cp.record(Observation{Pod: "c-1", IP: ip0, ProbedAt: at(1200), MissedWait: 2 * time.Second, Slow: true, Err: "i/o timeout"})
+	g.Expect(cp.results["c-1"].MissedWait).To(Equal(500*time.Millisecond), "a wait that began before the answer")
+	g.Expect(cp.results["c-1"].MissedWaitSent).To(Equal(at(1500)))
 }
 
 // TestOnlyAMasterThatDoesNotAnswerWakesEveryRound: the controller is
