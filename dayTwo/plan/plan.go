@@ -98,20 +98,19 @@ func planMasterDown(s Snapshot) Action {
 // replicaLooks hears every replica of the master before a failover
 // target is chosen. The master is surely down: it refused a probe, or
 // missed the look that waits the whole timeout, or is gone. A replica
-// that follows it (or whose role is not known yet), does not answer now, whose missed probes only ran out
-// of time, and that has not been heard since the master was judged
-// (heardSinceSilent) gets one look that waits the whole timeout, as a
-// failover target does; the looks go out together, and each wait ends
-// with its look. The replica that answers first must not win over one
-// still silent that may hold more of the stream: a write acknowledged by
-// one replica is on that one only.
+// that follows it (or whose role is not known yet), does not answer now,
+// whose missed probes only ran out of time, and that has not been heard
+// since the master was judged (heardSinceSilent) gets one look that waits
+// the whole timeout, as a failover target does; the looks go out
+// together, and each wait ends with its look. The replica that answers
+// first must not win over one still silent that may hold more of the
+// stream: a write acknowledged by one replica is on that one only.
 //
 // With a candidate (once), a replica that answered since the master was
 // judged is not looked at again, even when that answer cannot be compared
 // (its link was up, or it was loading); the failover goes on with the
-// replicas heard. With
-// none, the looks go on while the master stays down: a replica that
-// answers one may take over.
+// replicas heard. With none, the looks go on while the master stays down:
+// a replica that answers one may take over.
 //
 // On a loaded node live replicas miss their periodic probes (half the
 // timeout) for many seconds: in the scale benchmark's run 26 a killed

@@ -105,9 +105,7 @@ func servesSlots(cv *probe.ClusterView) bool {
 // data too.
 func (v shardedView) shardInSync(p PodState) bool {
 	cv := v.views[p.Name]
-	if cv == nil || !p.Ready || !Healthy(p) {
-		// A pod that does not answer now is not judged on what it
-		// answered last (its view and link are kept from then).
+	if cv == nil || !p.Ready {
 		return false
 	}
 	master, mv := v.shardMaster(v.shardOf(p))

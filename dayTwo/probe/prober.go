@@ -576,9 +576,8 @@ func failedBeforeAnswer(prev, o Observation) bool {
 func (cp *clusterProbe) recordStale(prev, o Observation) bool {
 	if prev.Reachable || o.Reachable || !o.ProbedAt.After(prev.LastSeen) ||
 		!(o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))) {
-		// A probe sent before the pod's last answer waited in vain
-		// for nothing the answer did not tell: the pod was alive
-		// after it was sent.
+		// A probe sent before the pod's last answer says nothing
+		// newer than it: the pod answered after it was sent.
 		return false
 	}
 	prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt
