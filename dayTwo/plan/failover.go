@@ -253,11 +253,11 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 // master slow on a loaded node may still stream to the replica then. A
 // replica whose link was up still received the stream of a master alive
 // to it: its answer is not final, and it is not a target on that answer
-// (in the scale benchmark's run 30, without this condition, 235 failovers
-// chose such a replica, mostly of masters that were only slow, and each
-// step waited for a look at the target: the fleet's p50 went from 2.76×
-// to 7.48× the lone cluster's). A replica repointed to a failover target
-// follows another pod, and is not heard here.
+// (in the scale benchmark's run 30, without this condition, 174 of 434
+// failovers started chose such a replica, mostly of masters that were
+// only slow, and each step waited for a look at the target: the fleet's
+// p50 went from 2.76× to 7.48× the lone cluster's). A replica repointed
+// to a failover target follows another pod, and is not heard here.
 func heardSinceSilent(s Snapshot, p PodState) bool {
 	m, _ := s.Pod(s.CurrentMaster)
 	since, ok := silentSince(s, m)
