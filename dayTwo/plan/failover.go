@@ -67,22 +67,22 @@ func planFailover(s Snapshot) Action {
 			return Action{Type: ActionUnlabel, Pod: p.Name, Reason: "failover: only the new master may carry the label"}
 		}
 	}
-	if !Healthy(target) {
-		if !promotedAndSlow(s, target) {
-			if target.Obs.Slow {
-				// The steps before the promotion need a fresh answer,
-				// and a look that waits the whole timeout gets one from
-				// a live pod on a loaded node, rather than waiting for
-				// the target to be down first (a timeout more).
-				look := lookBeforeJudging(s, target,
-					fmt.Sprintf("failover target %s only ran out of time since it answered: a look that waits %s for the next step", to, s.ProbeTimeout),
-					fmt.Sprintf("a look at failover target %s waits up to %s for the next step", to, s.ProbeTimeout))
-				if look.Type != ActionNone {
-					return look
-				}
+	if !Healthy(target) && !promotedAndSlow(s, target) {
+		// The steps before the promotion need a fresh answer, and a
+		// look that waits the whole timeout gets one from a live pod on
+		// a loaded node, rather than waiting for the target to be down
+		// first (a timeout more).
+		if target.Obs.Slow {
+			look := lookBeforeJudging(s, target,
+				fmt.Sprintf("failover target %s only ran out of time since it answered: a look that waits %s for the next step", to, s.ProbeTimeout),
+				fmt.Sprintf("a look at failover target %s waits up to %s for the next step", to, s.ProbeTimeout))
+			if look.Type != ActionNone {
+				return look
 			}
-			return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
 		}
+		return Action{Type: ActionWait, Pod: to, Reason: "waiting for the failover target to answer"}
+	}
+	if !Healthy(target) {
 		a := afterPromotion(s, target)
 		note := "the promoted target missed its probes since it answered at " + target.Obs.LastSeen.UTC().Format("15:04:05.000")
 		if a.Reason == "" {
