@@ -103,8 +103,10 @@ func planFailover(s Snapshot) Action {
 		if stale := probedBefore(s, op.StartedAt.Time, from, target); len(stale) > 0 {
 			return Action{Type: ActionRefresh, Pods: stale, Reason: "failover: read the offsets again before choosing whom to detach and promote"}
 		}
+		m, _ := s.Pod(s.CurrentMaster)
+		judged := silentSince(s, m)
 		for _, p := range SortedPods(s) {
-			if (detachable(s, p, from, target) || (p.Name != to && heardSinceSilent(s, p))) && moreHistory(p, target) {
+			if (detachable(s, p, from, target) || (p.Name != to && heardSinceSilent(s, m, judged, p))) && moreHistory(p, target) {
 				return Action{Type: ActionStartFailover, Pod: p.Name, Master: from, Reason: fmt.Sprintf("failover: %s holds more of the stream than %s", p.Name, to)}
 			}
 		}
@@ -202,10 +204,12 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 	for _, e := range exclude {
 		skip[e] = true
 	}
+	m, _ := s.Pod(s.CurrentMaster)
+	judged := silentSince(s, m)
 	var cands []PodState
 	anyData := false
 	for _, p := range s.Pods {
-		if skip[p.Name] || !(Healthy(p) || heardSinceSilent(s, p)) {
+		if skip[p.Name] || !(Healthy(p) || heardSinceSilent(s, m, judged, p)) {
 			continue
 		}
 		cands = append(cands, p)
@@ -239,7 +243,8 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 }
 
 // heardSinceSilent: replica p does not answer now, but last answered
-// after the recorded master was judged (silentSince), as a replica of it
+// after the recorded master m was judged (at judged, from silentSince;
+// never while judged is zero), as a replica of it
 // with its link down, not loading, and has only run out of time since (it
 // refused nothing, and missed no probe that waited the whole timeout). It
 // received nothing from the master after that answer, and with the master
@@ -258,25 +263,23 @@ func chooseCandidate(s Snapshot, exclude ...string) (string, string) {
 // only slow, and each step waited for a look at the target: the fleet's
 // p50 went from 2.76× to 7.48× the lone cluster's). A replica repointed
 // to a failover target follows another pod, and is not heard here.
-func heardSinceSilent(s Snapshot, p PodState) bool {
-	m, _ := s.Pod(s.CurrentMaster)
-	since, ok := silentSince(s, m)
-	return ok && p.Name != m.Name && p.Observed && !p.Deleting && !p.Obs.Reachable && !p.Obs.Loading &&
-		p.Obs.LastSeen.After(since) && p.Obs.Role == "slave" && !p.Obs.MasterLinkUp && followed(p, m, s.MasterAddress) &&
+func heardSinceSilent(s Snapshot, m PodState, judged time.Time, p PodState) bool {
+	return !judged.IsZero() && p.Name != m.Name && p.Observed && !p.Deleting && !p.Obs.Reachable && !p.Obs.Loading &&
+		p.Obs.LastSeen.After(judged) && p.Obs.Role == "slave" && !p.Obs.MasterLinkUp && followed(p, m, s.MasterAddress) &&
 		p.Obs.Slow && p.Obs.MissedWait < s.ProbeTimeout
 }
 
 // silentSince is when the probe was sent that the master m missed after
 // waiting the whole probe timeout (or refused: a refusal counts its whole
 // deadline), after its last answer: the time from which it is judged
-// down (lookBeforeJudging). ok is false while m answers, has not missed
+// down (lookBeforeJudging). It is zero while m answers, has not missed
 // such a probe, or is gone: a pod that is gone has no time to compare
 // with, and only the replicas that answer now are heard.
-func silentSince(s Snapshot, m PodState) (time.Time, bool) {
+func silentSince(s Snapshot, m PodState) time.Time {
 	if m.Name == "" || !m.Observed || m.Deleting || m.Obs.Reachable || m.Obs.MissedWait < s.ProbeTimeout || !m.Obs.MissedWaitSent.After(m.Obs.LastSeen) {
-		return time.Time{}, false
+		return time.Time{}
 	}
-	return m.Obs.MissedWaitSent, true
+	return m.Obs.MissedWaitSent
 }
 
 func bestOf(s Snapshot, exclude string) string {

@@ -123,15 +123,26 @@ func planMasterDown(s Snapshot) Action {
 // else ActionNone.
 func replicaLooks(s Snapshot, m PodState, once bool) Action {
 	send := m.Name == "" || m.Deleting || !m.Observed || !m.Obs.Slow || m.Obs.MissedWait >= s.ProbeTimeout
-	judged, ok := silentSince(s, m)
+	judged := silentSince(s, m)
 	wait := Action{Type: ActionNone}
 	for _, p := range SortedPods(s) {
-		if p.Name == m.Name || Healthy(p) || heardSinceSilent(s, p) || !(send && p.Obs.Slow || !p.Obs.LookingSince.IsZero()) {
+		if p.Name == m.Name || Healthy(p) || heardSinceSilent(s, m, judged, p) {
+			continue
+		}
+		// Only a replica that ran out of time while the master is surely
+		// down gets a new look; one in flight is waited for whatever the
+		// master does.
+		if !(send && p.Obs.Slow) && p.Obs.LookingSince.IsZero() {
 			continue
 		}
 		// A replica of another pod is not looked at; one whose role is
 		// not known yet (not heard since this operator started) is.
-		if m.Name != "" && p.Obs.Role != "" && !followed(p, m, s.MasterAddress) || once && ok && p.Obs.LastSeen.After(judged) {
+		if m.Name != "" && p.Obs.Role != "" && !followed(p, m, s.MasterAddress) {
+			continue
+		}
+		// With a candidate, one that answered since the master was judged
+		// is not looked at again.
+		if once && !judged.IsZero() && p.Obs.LastSeen.After(judged) {
 			continue
 		}
 		a := lookBeforeJudging(s, p,

@@ -485,7 +485,18 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 	if had && prev.IP != o.IP {
 		had = false
 	}
-	if had && ((o.ProbedAt.Before(prev.ProbedAt) && !answeredSince(prev, o)) || failedBeforeAnswer(prev, o)) {
+	if had && !o.Reachable && !o.ProbedAt.After(prev.LastSeen) {
+		// A failed probe sent before the pod's last answer came says
+		// nothing newer than that answer, whatever came between. (A
+		// look that answers on a loaded node was undone by the periodic
+		// probe sent while it waited, which failed a moment later: the
+		// failover step that needed the answer rarely saw it, and
+		// looked again. A longer wait kept from before a master's last
+		// answer judged it from before it answered.) The next probe
+		// sent after the answer tells whether the pod still answers.
+		return false
+	}
+	if had && o.ProbedAt.Before(prev.ProbedAt) && !answeredSince(prev, o) {
 		// A periodic probe sent before a step and recorded after the
 		// look the step took at its effect (Refresh) is stale. A look
 		// that waited longer (Look, Refresh) and ends in vain after the
@@ -559,25 +570,12 @@ func answeredSince(prev, o Observation) bool {
 	return !prev.Reachable && o.Reachable && o.LastSeen.After(prev.ProbedAt)
 }
 
-// failedBeforeAnswer: o, a probe that failed, was sent before the pod's
-// latest answer (prev) came: the pod answered after it, so it tells
-// nothing newer than that answer. (A look that answers on a loaded node
-// was undone by the periodic probe sent while it waited, which failed a
-// moment later: the failover step that needed the answer rarely saw it,
-// and looked again.) The next probe sent after the answer tells whether
-// the pod still answers.
-func failedBeforeAnswer(prev, o Observation) bool {
-	return prev.Reachable && !o.Reachable && o.ProbedAt.Before(prev.LastSeen)
-}
-
 // recordStale keeps, of an observation older than the pod's latest, what
 // is still news: a longer wait in vain. It tells whether the planner must
 // hear of it. The caller holds cp.mu.
 func (cp *clusterProbe) recordStale(prev, o Observation) bool {
-	if prev.Reachable || o.Reachable || !o.ProbedAt.After(prev.LastSeen) ||
+	if prev.Reachable || o.Reachable ||
 		!(o.MissedWait > prev.MissedWait || (o.MissedWait == prev.MissedWait && o.MissedWait > 0 && o.ProbedAt.After(prev.MissedWaitSent))) {
-		// A probe sent before the pod's last answer says nothing
-		// newer than it: the pod answered after it was sent.
 		return false
 	}
 	prev.MissedWait, prev.MissedWaitSent = o.MissedWait, o.ProbedAt
