@@ -183,6 +183,72 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
 }
 
+// A master the operator cannot hear (every answer held back 30 s, longer
+// than any probe waits) while its replicas still receive its stream (a
+// client writes to it directly, past the holding) is alive to its
+// replicas: once it has missed the look it is judged on, a replica that
+// answers with its link up and heard from it since that look was sent
+// gets it another look (plan.heardByReplicas) and a MasterSlow Event,
+// instead of a failover at once. It stays cut off from the operator and
+// from the clients that reach it through its address, so after
+// aliveGraceTimeouts probe timeouts since it last answered (8 s here) it
+// is failed over all the same. (The planner before that rule failed it
+// over as soon as its look ran out, and never sent that Event.) Every
+// acknowledged write is on the new master, and one pod at most carries
+// the master label at any time.
+func TestIntegrationAMasterItsReplicasHearIsLookedAtAgainBeforeAFailover(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOpts{subnet: 47, pods: 3, spec: probeTimeout(2)})
+	g := NewWithT(t)
+	ctx := context.Background()
+	old := c.waitReplicating(g)
+	labels := c.watchMasterLabels()
+	w := c.startWriter()
+	w.waitAcked(g, 200)
+
+	lag := c.lag(g, old, 30*time.Second)
+	cutAt := time.Now()
+	// The master keeps streaming to its replicas: a client at its own
+	// port, not held back, writes all the time.
+	direct := redisAtPort(c.ips[old], lagPort, c.password)
+	defer direct.Close()
+	stop, busy := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(busy)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			_ = direct.Set(ctx, fmt.Sprintf("direct:%06d", i), i, 0).Err()
+		}
+	}()
+	defer func() { close(stop); <-busy }()
+
+	var startedAfter time.Duration
+	g.Eventually(func(g Gomega) {
+		cc := c.get(g)
+		g.Expect(cc.Status.Operation != nil && cc.Status.Operation.Type == cachev1alpha1.OperationFailover || cc.Status.CurrentMaster != old).To(BeTrue())
+		startedAfter = time.Since(cutAt)
+	}).WithTimeout(2 * deadline).WithPolling(poll).Should(Succeed())
+	var master string
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.events(g)[cachev1alpha1.EventFailoverCompleted]).To(ContainElement(ContainSubstring(old + "→")))
+		master = c.get(g).Status.CurrentMaster
+	}).WithTimeout(2 * deadline).WithPolling(poll).Should(Succeed())
+	g.Expect(c.events(g)[cachev1alpha1.EventMasterSlow]).To(ContainElement(ContainSubstring("it is alive to its replicas")),
+		"a look again at the master its replicas heard")
+	lag.set(0)
+	g.Eventually(func(g Gomega) { c.expectReplicating(g, master, c.pods) }).WithTimeout(deadline).WithPolling(poll).Should(Succeed())
+	w.waitAcked(g, 50)
+	checked, lost := w.lostOn(g, master)
+	t.Logf("failover %s→%s seen started %s after the operator was cut off from %s; %d acknowledged writes checked, %d lost",
+		old, master, startedAfter.Round(time.Millisecond), old, checked, len(lost))
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+	g.Expect(labels.Max()).To(Equal(1), "two pods carried the master label at once")
+}
+
 // The master is killed while both replicas answer late, as on a loaded
 // node: 1.3 s after each request (their login excepted), later than their
 // periodic probes wait (1 s, with a probe timeout of 2 s), sooner than the

@@ -56,6 +56,9 @@ func (r *Reconciler) lastLook(_ context.Context, s *scope, a plan.Action) error 
 		return fmt.Errorf("pod %s has no address", a.Pod)
 	}
 	r.Prober.Look(s.key, probe.Target{Pod: p.Name, IP: p.IP, Cluster: s.cc.IsSharded()}, s.snap.ProbeTimeout)
+	if a.Slow != "" {
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "Probe", "%s", a.Slow)
+	}
 	return nil
 }
 

@@ -200,8 +200,9 @@ const (
 	EventFailoverCompleted = "FailoverCompleted"
 	EventFenced            = "Fenced"
 	// EventMasterSlow: the master missed its probes for longer than the
-	// probe timeout but answered the look taken before a failover, so
-	// it was not failed over.
+	// probe timeout but answered the look taken before a failover, or
+	// its replicas still hear from it and it is looked at again, so it
+	// was not failed over (yet).
 	EventMasterSlow       = "MasterSlow"
 	EventPodRecreated     = "PodRecreated"
 	EventOperationStarted = "OperationStarted"

@@ -605,3 +605,65 @@ func TestSwitchoverLeavesOneAcknowledger(t *testing.T) {
 		})
 	}
 }
+
+// A master that missed the look it is judged on while a replica, its link
+// up, heard from it since that look was sent is alive to its replicas: it
+// is looked at again, for up to aliveGraceTimeouts probe timeouts since it
+// last answered, not failed over. A killed master (the link drops), a
+// frozen one (the replica last heard from it before the look), one cut
+// off for longer than that, and a replica's word that cannot show it, do
+// not hold the failover.
+func TestAMasterItsReplicasHearIsLookedAtAgain(t *testing.T) {
+	const timeout = 2 * time.Second
+	master := down(pod("c-0", ip0, "master", "", "master", 120, 10), 4*time.Second)
+	master.Obs.MissedWait, master.Obs.MissedWaitSent = timeout, now.Add(-2500*time.Millisecond)
+	replica := func(name, ip string, f func(*PodState)) PodState {
+		p := probedAt(pod(name, ip, "slave", ip0, "replica", 120, 10), now.Add(-200*time.Millisecond))
+		p.Obs.MasterLastIOSeconds = 0
+		if f != nil {
+			f(&p)
+		}
+		return p
+	}
+	lastIO := func(n int64) func(*PodState) { return func(p *PodState) { p.Obs.MasterLastIOSeconds = n } }
+	linkDown := func(p *PodState) { p.Obs.MasterLinkUp, p.Obs.MasterLastIOSeconds = false, -1 }
+	for _, c := range []struct {
+		name   string
+		m      func(*PodState)
+		c1     func(*PodState)
+		want   ActionType
+		wantOn string
+	}{
+		{"a replica heard from it 1.2 s ago at the earliest, after the look was sent: another look", nil, nil, ActionLastLook, "c-0"},
+		{"frozen: the replica last heard from it 3 s ago at the latest", nil, lastIO(2), ActionStartFailover, "c-1"},
+		{"killed: the replica's link is down", nil, linkDown, ActionStartFailover, "c-1"},
+		{"the replica does not tell when it last heard", nil, lastIO(-1), ActionStartFailover, "c-1"},
+		{"the replica's answer was asked for before the look was sent", nil, func(p *PodState) { p.Obs.ProbedAt = now.Add(-3 * time.Second) }, ActionStartFailover, "c-1"},
+		{"the replica follows another pod", nil, func(p *PodState) { p.Obs.MasterHost = ip2 }, ActionStartFailover, "c-1"},
+		{"the replica does not answer now", nil, func(p *PodState) { p.Obs.Reachable = false }, ActionStartFailover, "c-2"},
+		{"silent to the operator for longer than the grace", func(p *PodState) { p.Obs.LastSeen = now.Add(-aliveGraceTimeouts*timeout - time.Millisecond) }, nil, ActionStartFailover, "c-1"},
+		{"its second look in flight: wait for it", func(p *PodState) { p.Obs.LookingSince = now.Add(-time.Second) }, nil, ActionWait, "c-0"},
+		{"its second look in flight, the grace over: fail over", func(p *PodState) {
+			p.Obs.LookingSince, p.Obs.LastSeen = now.Add(-time.Second), now.Add(-aliveGraceTimeouts*timeout-time.Millisecond)
+		}, nil, ActionStartFailover, "c-1"},
+		{"judged again on the second look: the replica heard from it before that look", func(p *PodState) { p.Obs.MissedWaitSent = now.Add(-time.Second) }, nil, ActionStartFailover, "c-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := master
+			if c.m != nil {
+				c.m(&m)
+			}
+			c2 := replica("c-2", ip2, linkDown)
+			c2.Obs.Offset = 100
+			s := steady(Snapshot{Now: now, ProbeTimeout: timeout, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
+				Pods: []PodState{m, replica("c-1", ip1, c.c1), c2}})
+			got := Next(s)
+			if got.Type != c.want || got.Pod != c.wantOn {
+				t.Fatalf("%s, want %s %s", got, c.want, c.wantOn)
+			}
+			if (got.Type == ActionLastLook) != (got.Slow != "") {
+				t.Fatalf("%s: a look at a master its replicas hear says so in a MasterSlow Event, and only that look: %q", got, got.Slow)
+			}
+		})
+	}
+}

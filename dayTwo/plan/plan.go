@@ -85,6 +85,9 @@ func planMasterDown(s Snapshot) Action {
 	if look.Type != ActionNone {
 		return look
 	}
+	if look := heardByReplicas(s, m); look.Type != ActionNone {
+		return look
+	}
 	if look := replicaLooks(s, m, true); look.Type != ActionNone {
 		return look
 	}
@@ -93,6 +96,74 @@ func planMasterDown(s Snapshot) Action {
 		reason += fmt.Sprintf("; %s holds the most of the stream, as it answered at %s, after the master fell silent", cand, c.Obs.LastSeen.UTC().Format("15:04:05.000"))
 	}
 	return Action{Type: ActionStartFailover, Pod: cand, Master: s.CurrentMaster, Reason: reason}
+}
+
+// aliveGraceTimeouts is for how many probe timeouts since a master last
+// answered the operator it is looked at again, not failed over, while its
+// replicas still hear from it (heardByReplicas).
+const aliveGraceTimeouts = 4
+
+// heardByReplicas keeps a master that its replicas still hear from out of
+// a failover, for a while. The master missed a look that waited the whole
+// probe timeout (it is judged from when that look was sent, silentSince),
+// yet a replica that follows it, with its link up, answers that the master
+// sent it something after that: the master is alive, to its replicas at
+// least, and what is slow is the operator's way to it (a loaded node, a
+// congested path). It gets another look that waits the whole timeout; an
+// answer ends the wait (the MasterSlow Event of any look answered), a
+// silence judges it again, from the new look.
+//
+// A killed master never counts: its replicas' links drop with it. A
+// frozen one neither: it sends nothing, so the time since it last spoke
+// to a replica (master_last_io_seconds_ago, read on a probe sent before
+// the replica counted it, in whole seconds: one more is taken off) ends
+// before the look was sent. Nor does an idle master between its pings to
+// its replicas (repl-ping-replica-period, 10 s by default): only a master
+// that writes, or pings, since it was judged shows itself alive.
+//
+// For at most aliveGraceTimeouts probe timeouts since the master last
+// answered the operator (or, not heard since the operator started, since
+// its probes began to fail): a master cut off from the operator, and
+// perhaps from its clients, but not from its replicas, is then failed
+// over all the same. A look in flight is waited for.
+func heardByReplicas(s Snapshot, m PodState) Action {
+	judged := silentSince(s, m)
+	since := m.Obs.LastSeen
+	if since.IsZero() {
+		since = m.Obs.FailingSince
+	}
+	if judged.IsZero() || since.IsZero() || s.Now.Sub(since) > aliveGraceTimeouts*s.ProbeTimeout {
+		return Action{Type: ActionNone}
+	}
+	if !m.Obs.LookingSince.IsZero() {
+		return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
+			Reason: fmt.Sprintf("its replicas hear from master %s: a look at it waits up to %s before failing over", m.Name, s.ProbeTimeout)}
+	}
+	at, by := replicasHeard(s, m)
+	if !at.After(judged) {
+		return Action{Type: ActionNone}
+	}
+	why := fmt.Sprintf("master %s missed a look that waited %s, sent at %s, but replica %s heard from it at %s or later, with its link up: "+
+		"it is alive to its replicas; another look before failing over (for up to %s since it last answered)",
+		m.Name, s.ProbeTimeout, judged.UTC().Format("15:04:05.000"), by, at.UTC().Format("15:04:05.000"), aliveGraceTimeouts*s.ProbeTimeout)
+	return Action{Type: ActionLastLook, Pod: m.Name, Reason: why, Slow: why}
+}
+
+// replicasHeard is the latest time at which a replica that answers now,
+// follows master m and has its link up, tells it heard from m, at the
+// earliest that can have been; and that replica. Zero when none does.
+func replicasHeard(s Snapshot, m PodState) (time.Time, string) {
+	var at time.Time
+	by := ""
+	for _, p := range SortedPods(s) {
+		if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || !p.Obs.MasterLinkUp || p.Obs.MasterLastIOSeconds < 0 || !followed(p, m, s.MasterAddress) {
+			continue
+		}
+		if t := p.Obs.ProbedAt.Add(-time.Duration(p.Obs.MasterLastIOSeconds+1) * time.Second); t.After(at) {
+			at, by = t, p.Name
+		}
+	}
+	return at, by
 }
 
 // replicaLooks hears every replica of the master before a failover

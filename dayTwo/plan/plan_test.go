@@ -18,7 +18,7 @@ var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func pod(name, ip, role, masterHost, label string, offset, keys int64) PodState {
 	return PodState{Name: name, IP: ip, RoleLabel: label, Observed: true, Obs: probe.Observation{
 		Pod: name, IP: ip, Reachable: true, LastSeen: now, ProbedAt: now, Role: role, MasterHost: masterHost,
-		MasterLinkUp: role == "slave" && masterHost != "", Offset: offset, Keys: keys,
+		MasterLinkUp: role == "slave" && masterHost != "", MasterLastIOSeconds: -1, Offset: offset, Keys: keys,
 	}}
 }
 

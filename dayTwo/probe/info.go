@@ -58,6 +58,7 @@ func ParseInfo(info string) Observation {
 // parseInfo reads the fields of INFO the planner needs. The strings it
 // keeps are slices of info: parsing allocates nothing.
 func parseInfo(info string, o *Observation) {
+	o.MasterLastIOSeconds = -1
 	for rest := info; rest != ""; {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
@@ -85,6 +86,10 @@ func parseField(k, v string, o *Observation) {
 		o.ReplID2 = v
 	case k == "second_repl_offset":
 		o.SecondReplOffset, _ = strconv.ParseInt(v, 10, 64)
+	case k == "master_last_io_seconds_ago":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			o.MasterLastIOSeconds = n
+		}
 	case k == "master_link_down_since_seconds":
 		o.LinkDownSeconds, _ = strconv.ParseInt(v, 10, 64)
 	case k == "used_memory":

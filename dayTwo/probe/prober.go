@@ -72,8 +72,13 @@ type Observation struct {
 	// link is down: how long it has not heard from its master; -1 when
 	// it never synced in this run, 0 while the link is up.
 	LinkDownSeconds int64
-	Keys            int64
-	Loading         bool
+	// MasterLastIOSeconds is master_last_io_seconds_ago on a replica:
+	// how long ago, in whole seconds of its clock, its master last sent it
+	// anything (the stream, or a ping every repl-ping-replica-period); -1
+	// when it has no link, or did not tell.
+	MasterLastIOSeconds int64
+	Keys                int64
+	Loading             bool
 	// UptimeSeconds tells a restarted server from one that kept running.
 	UptimeSeconds int64
 	// RunID is run_id: it changes with every start of redis-server.
@@ -528,7 +533,7 @@ func (cp *clusterProbe) recordLocked(o Observation) bool {
 		// Whether its link was up, and whether it was loading, when it
 		// last answered: a replica heard with its link down after its
 		// master fell silent holds what it will hold (plan).
-		o.MasterLinkUp, o.Loading = prev.MasterLinkUp, prev.Loading
+		o.MasterLinkUp, o.MasterLastIOSeconds, o.Loading = prev.MasterLinkUp, prev.MasterLastIOSeconds, prev.Loading
 		o.Cluster = prev.Cluster
 	}
 	if o.Reachable && !o.Loading && o.RunID != "" {

@@ -15,10 +15,10 @@ import (
 
 func TestParseInfo(t *testing.T) {
 	g := NewWithT(t)
-	info := "# Server\r\nuptime_in_seconds:42\r\n# Replication\r\nrole:slave\r\nmaster_host:10.244.0.10\r\nmaster_port:6379\r\nmaster_link_status:up\r\nslave_repl_offset:1234\r\nmaster_replid:abc\r\nmaster_repl_offset:1300\r\n# Persistence\r\nloading:0\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb1:keys=2,expires=1,avg_ttl=0\r\n"
+	info := "# Server\r\nuptime_in_seconds:42\r\n# Replication\r\nrole:slave\r\nmaster_host:10.244.0.10\r\nmaster_port:6379\r\nmaster_link_status:up\r\nmaster_last_io_seconds_ago:3\r\nslave_repl_offset:1234\r\nmaster_replid:abc\r\nmaster_repl_offset:1300\r\n# Persistence\r\nloading:0\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb1:keys=2,expires=1,avg_ttl=0\r\n"
 	o := Observation{}
 	parseInfo(info, &o)
-	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
+	g.Expect(o).To(Equal(Observation{Role: "slave", MasterHost: "10.244.0.10", MasterLinkUp: true, MasterLastIOSeconds: 3, Offset: 1234, ReplID: "abc", Keys: 5, UptimeSeconds: 42}))
 
 	m := Observation{}
 	parseInfo("role:master\r\nconnected_slaves:2\r\nmaster_replid:def\r\nmaster_replid2:abc\r\nmaster_repl_offset:99\r\nsecond_repl_offset:51\r\n", &m)
@@ -29,6 +29,7 @@ func TestParseInfo(t *testing.T) {
 	r := Observation{}
 	parseInfo("role:slave\r\nmaster_host:10.244.0.10\r\nmaster_link_status:down\r\nmaster_link_down_since_seconds:7\r\nslave_repl_offset:12\r\n", &r)
 	g.Expect(r.LinkDownSeconds).To(Equal(int64(7)))
+	g.Expect(r.MasterLastIOSeconds).To(Equal(int64(-1)), "not told: unknown, not just now")
 
 	busy := Observation{}
 	parseInfo("# Persistence\r\nrdb_bgsave_in_progress:1\r\naof_rewrite_in_progress:1\r\n", &busy)
