@@ -502,7 +502,9 @@ type HighAvailabilitySpec struct {
 	// this long before a failover, so a master that answers slowly but
 	// within it (a loaded node) stays master. A stopped process refuses
 	// that look at once; a frozen or cut-off one is failed over after
-	// about twice this.
+	// about twice this, and one cut off from the operator while its
+	// replicas still hear from it after about four times this (it is
+	// looked at again meanwhile).
 	// +optional
 	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=1

@@ -643,9 +643,14 @@ func TestAMasterItsReplicasHearIsLookedAtAgain(t *testing.T) {
 		{"the replica does not answer now", nil, func(p *PodState) { p.Obs.Reachable = false }, ActionStartFailover, "c-2"},
 		{"silent to the operator for longer than the grace", func(p *PodState) { p.Obs.LastSeen = now.Add(-aliveGraceTimeouts*timeout - time.Millisecond) }, nil, ActionStartFailover, "c-1"},
 		{"its second look in flight: wait for it", func(p *PodState) { p.Obs.LookingSince = now.Add(-time.Second) }, nil, ActionWait, "c-0"},
-		{"its second look in flight, the grace over: fail over", func(p *PodState) {
+		{"its second look in flight, the grace over: wait for it all the same", func(p *PodState) {
 			p.Obs.LookingSince, p.Obs.LastSeen = now.Add(-time.Second), now.Add(-aliveGraceTimeouts*timeout-time.Millisecond)
-		}, nil, ActionStartFailover, "c-1"},
+		}, nil, ActionWait, "c-0"},
+		{"the replica last read from it 1-2 s before its probe was sent: another look", nil, lastIO(1), ActionLastLook, "c-0"},
+		{"the replica's link is down, whatever it last read", nil, func(p *PodState) { p.Obs.MasterLinkUp = false }, ActionStartFailover, "c-1"},
+		{"the replica is loading", nil, func(p *PodState) { p.Obs.Loading = true }, ActionStartFailover, "c-2"},
+		{"the replica follows the address the master had before its pod came back with another", func(p *PodState) { p.IP, p.Obs.IP = ipNew, ipNew },
+			nil, ActionStartFailover, "c-1"},
 		{"judged again on the second look: the replica heard from it before that look", func(p *PodState) { p.Obs.MissedWaitSent = now.Add(-time.Second) }, nil, ActionStartFailover, "c-1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -655,7 +660,7 @@ func TestAMasterItsReplicasHearIsLookedAtAgain(t *testing.T) {
 			}
 			c2 := replica("c-2", ip2, linkDown)
 			c2.Obs.Offset = 100
-			s := steady(Snapshot{Now: now, ProbeTimeout: timeout, AutoFailover: true, CurrentMaster: "c-0", StepDeadline: time.Minute,
+			s := steady(Snapshot{Now: now, ProbeTimeout: timeout, AutoFailover: true, CurrentMaster: "c-0", MasterAddress: ip0, StepDeadline: time.Minute,
 				Pods: []PodState{m, replica("c-1", ip1, c.c1), c2}})
 			got := Next(s)
 			if got.Type != c.want || got.Pod != c.wantOn {

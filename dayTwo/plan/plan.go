@@ -106,38 +106,51 @@ const aliveGraceTimeouts = 4
 // heardByReplicas keeps a master that its replicas still hear from out of
 // a failover, for a while. The master missed a look that waited the whole
 // probe timeout (it is judged from when that look was sent, silentSince),
-// yet a replica that follows it, with its link up, answers that the master
-// sent it something after that: the master is alive, to its replicas at
-// least, and what is slow is the operator's way to it (a loaded node, a
-// congested path). It gets another look that waits the whole timeout; an
-// answer ends the wait (the MasterSlow Event of any look answered), a
-// silence judges it again, from the new look.
+// yet a replica that follows it, with its link up, answers that it read
+// something from the master after that: the master is alive, to its
+// replicas at least, and what is slow is the operator's way to it (a
+// loaded node, a congested path). It gets another look that waits the
+// whole timeout; an answer ends the wait (the MasterSlow Event of any look
+// answered), a silence judges it again, from the new look.
 //
-// A killed master never counts: its replicas' links drop with it. A
-// frozen one neither: it sends nothing, so the time since it last spoke
-// to a replica (master_last_io_seconds_ago, read on a probe sent before
-// the replica counted it, in whole seconds: one more is taken off) ends
-// before the look was sent. Nor does an idle master between its pings to
-// its replicas (repl-ping-replica-period, 10 s by default): only a master
-// that writes, or pings, since it was judged shows itself alive.
+// The replica tells when it last read from its master
+// (master_last_io_seconds_ago, whole seconds of its clock: one more is
+// taken off, and the probe was sent before the replica counted). A killed
+// master never counts: its replicas' links drop with it. Nor an idle one
+// between its pings to its replicas (repl-ping-replica-period, 10 s by
+// default): only a master that writes, or pings, since it was judged
+// shows itself alive. A frozen one counts at most once a look: the
+// replica may read the master's last bytes late (its own node stalled, or
+// the master froze while the look waited), but a master that sends
+// nothing cannot show itself alive after the next look is sent. At
+// probeTimeoutSeconds 1 the rule can hardly fire: the replica's word has
+// to come from a probe sent more than a second after the master's look,
+// which has ended by then.
 //
-// For at most aliveGraceTimeouts probe timeouts since the master last
-// answered the operator (or, not heard since the operator started, since
-// its probes began to fail): a master cut off from the operator, and
-// perhaps from its clients, but not from its replicas, is then failed
-// over all the same. A look in flight is waited for.
+// A look in flight is waited for. For at most aliveGraceTimeouts probe
+// timeouts since the master last answered the operator (or, not heard
+// since the operator started, since its probes began to fail), no
+// further look is sent: a master cut off from the operator, and perhaps
+// from its clients, but not from its replicas, is then failed over all
+// the same.
 func heardByReplicas(s Snapshot, m PodState) Action {
 	judged := silentSince(s, m)
+	if judged.IsZero() {
+		return Action{Type: ActionNone}
+	}
+	if !m.Obs.LookingSince.IsZero() {
+		// Only this rule sends a look at a master already judged; it
+		// ends within the timeout, and a failover started while it is
+		// in flight would be reported averted if it answered.
+		return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
+			Reason: fmt.Sprintf("its replicas hear from master %s: a look at it waits up to %s before failing over", m.Name, s.ProbeTimeout)}
+	}
 	since := m.Obs.LastSeen
 	if since.IsZero() {
 		since = m.Obs.FailingSince
 	}
-	if judged.IsZero() || since.IsZero() || s.Now.Sub(since) > aliveGraceTimeouts*s.ProbeTimeout {
+	if s.Now.Sub(since) > aliveGraceTimeouts*s.ProbeTimeout {
 		return Action{Type: ActionNone}
-	}
-	if !m.Obs.LookingSince.IsZero() {
-		return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
-			Reason: fmt.Sprintf("its replicas hear from master %s: a look at it waits up to %s before failing over", m.Name, s.ProbeTimeout)}
 	}
 	at, by := replicasHeard(s, m)
 	if !at.After(judged) {
@@ -150,13 +163,16 @@ func heardByReplicas(s Snapshot, m PodState) Action {
 }
 
 // replicasHeard is the latest time at which a replica that answers now,
-// follows master m and has its link up, tells it heard from m, at the
-// earliest that can have been; and that replica. Zero when none does.
+// follows master m at m's address and has its link up, tells it heard
+// from m, at the earliest that can have been; and that replica. Zero when
+// none does. A replica of the address m served at before its pod came
+// back with another one (followed's recorded address) hears another
+// process, or another pod that took the address, never m.
 func replicasHeard(s Snapshot, m PodState) (time.Time, string) {
 	var at time.Time
 	by := ""
 	for _, p := range SortedPods(s) {
-		if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || !p.Obs.MasterLinkUp || p.Obs.MasterLastIOSeconds < 0 || !followed(p, m, s.MasterAddress) {
+		if p.Name == m.Name || !Healthy(p) || p.Obs.Role != "slave" || !p.Obs.MasterLinkUp || p.Obs.MasterLastIOSeconds < 0 || p.Obs.MasterHost != m.IP {
 			continue
 		}
 		if t := p.Obs.ProbedAt.Add(-time.Duration(p.Obs.MasterLastIOSeconds+1) * time.Second); t.After(at) {

@@ -72,10 +72,11 @@ type Observation struct {
 	// link is down: how long it has not heard from its master; -1 when
 	// it never synced in this run, 0 while the link is up.
 	LinkDownSeconds int64
-	// MasterLastIOSeconds is master_last_io_seconds_ago on a replica:
-	// how long ago, in whole seconds of its clock, its master last sent it
-	// anything (the stream, or a ping every repl-ping-replica-period); -1
-	// when it has no link, or did not tell.
+	// MasterLastIOSeconds is master_last_io_seconds_ago on a replica, as
+	// its last answer told (at ProbedAt while it answers): how long ago,
+	// in whole seconds of its clock, it last read anything from its master
+	// (the stream, or a ping every repl-ping-replica-period); -1 when it
+	// has no link, or did not tell.
 	MasterLastIOSeconds int64
 	Keys                int64
 	Loading             bool
