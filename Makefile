@@ -80,7 +80,7 @@ capture: tools ## Run the end-to-end suite and write the live CacheClusters it s
 test: tools verify vet unit e2e e2e-argocd ## Everything CI checks.
 
 .PHONY: bench
-bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, reshard.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json, claims.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 100; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; SCALE_CLAIMS the claims bound without pods, default 900; docs/scale.md).
+bench: tools ## Benchmarks as JSON in bench/: renderer.json, plan.json, devcluster.json, failover.json, upgrade.json, reshard.json, backup.json, sharded-backup.json, scale.json, scale-controlplane.json, claims.json (ratios against baselines measured in the same run; SCALE_CLUSTERS sets the fleet's size, default 300, SCALE_FAILOVERS its kills, default 20, SCALE_PROBE_TIMEOUT its probeTimeoutSeconds, default 5; SCALE_CP_CLUSTERS the control-plane-only count, default 1000; SCALE_CLAIMS the claims bound without pods, default 900; docs/scale.md).
 	go run ./hack/benchjson -out bench/renderer.json -- ./renderer/...
 	go run ./hack/benchjson -out bench/plan.json -- -bench BenchmarkPlan ./dayTwo/plan/
 	go run ./hack/benchjson -out bench/devcluster.json -benchtime 3x -tags e2e -- -bench BenchmarkDevcluster ./test/benchmarks/
