@@ -191,14 +191,16 @@ func TestIntegrationASlowMasterIsNotFailedOver(t *testing.T) {
 // gets it another look (plan.heardByReplicas) and a MasterSlow Event,
 // instead of a failover at once. It stays cut off from the operator and
 // from the clients that reach it through its address, so after
-// aliveGraceTimeouts probe timeouts since it last answered (8 s here) it
+// aliveGraceTimeouts probe timeouts since it last answered (12 s here) it
 // is failed over all the same. (The planner before that rule failed it
 // over as soon as its look ran out, and never sent that Event.) Every
 // acknowledged write is on the new master, and one pod at most carries
 // the master label at any time.
 func TestIntegrationAMasterItsReplicasHearIsLookedAtAgainBeforeAFailover(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, clusterOpts{subnet: 47, pods: 3, spec: probeTimeout(2)})
+	// 3 s: the replicas' word counts from a probe sent over a second
+	// after the master's look, and must come before that look ends.
+	c := newCluster(t, clusterOpts{subnet: 47, pods: 3, spec: probeTimeout(3)})
 	g := NewWithT(t)
 	ctx := context.Background()
 	old := c.waitReplicating(g)

@@ -56,10 +56,10 @@ func (r *Reconciler) lastLook(_ context.Context, s *scope, a plan.Action) error 
 		return fmt.Errorf("pod %s has no address", a.Pod)
 	}
 	r.Prober.Look(s.key, probe.Target{Pod: p.Name, IP: p.IP, Cluster: s.cc.IsSharded()}, s.snap.ProbeTimeout)
-	if a.Slow != "" {
+	if a.MasterSlow {
 		// An action of its own: Events of the same reason, action and
 		// object are merged into the first one's message.
-		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "LookAgain", "%s", a.Slow)
+		s.eventf(corev1.EventTypeWarning, cachev1alpha1.EventMasterSlow, "LookAgain", "%s", a.Reason)
 	}
 	return nil
 }

@@ -74,10 +74,10 @@ type Action struct {
 	// Alert, on a Wait that only a person can end, is the reason of the
 	// Warning Event that says so.
 	Alert string
-	// Slow, on a LastLook at a master its replicas still hear from
-	// (heardByReplicas), is the message of the MasterSlow Event that
-	// says it was not failed over yet.
-	Slow string
+	// MasterSlow, on a LastLook at a master its replicas still hear from
+	// (heardByReplicas): Reason goes out in a MasterSlow Event too, as it
+	// is not failed over yet.
+	MasterSlow bool
 	// OnAnswer, on a Wait: what ends it is something the controller is
 	// woken for — a pod's answer the prober reports (a pod answers or
 	// stops answering, changes role, link or loading state), a watched

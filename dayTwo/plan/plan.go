@@ -142,14 +142,9 @@ func heardByReplicas(s Snapshot, m PodState) Action {
 		// Only this rule sends a look at a master already judged; it
 		// ends within the timeout, and a failover started while it is
 		// in flight would be reported averted if it answered.
-		return Action{Type: ActionWait, Pod: m.Name, OnAnswer: true, Until: m.Obs.LookingSince.Add(s.ProbeTimeout + time.Second),
-			Reason: fmt.Sprintf("its replicas hear from master %s: a look at it waits up to %s before failing over", m.Name, s.ProbeTimeout)}
+		return waitForLook(s, m, fmt.Sprintf("its replicas hear from master %s: a look at it waits up to %s before failing over", m.Name, s.ProbeTimeout))
 	}
-	since := m.Obs.LastSeen
-	if since.IsZero() {
-		since = m.Obs.FailingSince
-	}
-	if s.Now.Sub(since) > aliveGraceTimeouts*s.ProbeTimeout {
+	if s.Now.Sub(silentFrom(m)) > aliveGraceTimeouts*s.ProbeTimeout {
 		return Action{Type: ActionNone}
 	}
 	at, by := replicasHeard(s, m)
@@ -159,7 +154,7 @@ func heardByReplicas(s Snapshot, m PodState) Action {
 	why := fmt.Sprintf("master %s missed a look that waited %s, sent at %s, but replica %s heard from it at %s or later, with its link up: "+
 		"it is alive to its replicas; another look before failing over (for up to %s since it last answered)",
 		m.Name, s.ProbeTimeout, judged.UTC().Format("15:04:05.000"), by, at.UTC().Format("15:04:05.000"), aliveGraceTimeouts*s.ProbeTimeout)
-	return Action{Type: ActionLastLook, Pod: m.Name, Reason: why, Slow: why}
+	return Action{Type: ActionLastLook, Pod: m.Name, Reason: why, MasterSlow: true}
 }
 
 // replicasHeard is the latest time at which a replica that answers now,
@@ -262,10 +257,15 @@ func lookBeforeJudging(s Snapshot, p PodState, look, wait string) Action {
 		return Action{Type: ActionNone}
 	}
 	if !p.Obs.LookingSince.IsZero() {
-		// The deadline is a fallback.
-		return Action{Type: ActionWait, Pod: p.Name, OnAnswer: true, Until: p.Obs.LookingSince.Add(s.ProbeTimeout + time.Second), Reason: wait}
+		return waitForLook(s, p, wait)
 	}
 	return Action{Type: ActionLastLook, Pod: p.Name, Reason: look}
+}
+
+// waitForLook waits for the look at p in flight: its end wakes the
+// controller; the deadline is a fallback.
+func waitForLook(s Snapshot, p PodState, reason string) Action {
+	return Action{Type: ActionWait, Pod: p.Name, OnAnswer: true, Until: p.Obs.LookingSince.Add(s.ProbeTimeout + time.Second), Reason: reason}
 }
 
 // planRecreate recreates a pod stuck not-Ready (a wedged process, a lost

@@ -181,14 +181,18 @@ func (s Snapshot) down(name string) bool {
 	if p.Obs.Reachable {
 		return false
 	}
-	// Unreachable for more than the timeout: since it last answered, or,
-	// when it has not answered since the operator started, since its
-	// probes began to fail.
-	since := p.Obs.LastSeen
-	if since.IsZero() {
-		since = p.Obs.FailingSince
-	}
+	since := silentFrom(p)
 	return since.IsZero() || s.Now.Sub(since) > s.ProbeTimeout
+}
+
+// silentFrom is when a pod that does not answer fell silent: when it last
+// answered, or, when it has not answered since the operator started, when
+// its probes began to fail.
+func silentFrom(p PodState) time.Time {
+	if p.Obs.LastSeen.IsZero() {
+		return p.Obs.FailingSince
+	}
+	return p.Obs.LastSeen
 }
 
 // downAt is when a pod that does not answer will be down (see down); zero
@@ -197,10 +201,7 @@ func (s Snapshot) downAt(p PodState) time.Time {
 	if !p.Observed || p.Obs.Reachable {
 		return time.Time{}
 	}
-	since := p.Obs.LastSeen
-	if since.IsZero() {
-		since = p.Obs.FailingSince
-	}
+	since := silentFrom(p)
 	if since.IsZero() {
 		return time.Time{}
 	}
